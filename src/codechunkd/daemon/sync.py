@@ -1,0 +1,415 @@
+"""Bring one source's rows up to date: change set → chunks → vectors → store.
+
+``Syncer.sync`` is the whole pipeline for one source, used by ``codechunkd
+index`` and by the daemon.  It is idempotent and crash-safe: the source's
+state is marked *pending* before the first write and advanced only after the
+last, so an interrupted run leaves a mark that makes the next one reconcile
+every file against the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from itertools import zip_longest
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from codechunkd.config.settings import Settings
+from codechunkd.indexer.changes import ChangeSet, Entry, FileVersion, GitSource, Matcher, blob_id
+from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
+from codechunkd.indexer.embedder import Embedder
+from codechunkd.indexer.languages import detect_language
+from codechunkd.indexer.summaries import EXTRACTIVE, extractive_summary
+from codechunkd.indexer.tokens import counter_for
+from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
+
+log = structlog.get_logger("codechunkd.sync")
+
+BINARY_SNIFF = 8000
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one sync did (counts are of files unless named otherwise)."""
+
+    repo: str = ""
+    branch: str = ""
+    commit: str | None = None
+    full: bool = False
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    renamed: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    """Chunks whose vectors were computed."""
+    reused: int = 0
+    """Chunks whose vectors came from the cache."""
+    chunks: int = 0
+    """Chunks written."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    replaced_utf8: int = 0
+    """Files that were not valid UTF-8 and were decoded with replacement characters."""
+    truncated: int = 0
+    """Chunks longer than the model's window (only their head was embedded)."""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "repo": self.repo,
+            "branch": self.branch,
+            "commit": self.commit,
+            "full": self.full,
+            "added": self.added,
+            "changed": self.changed,
+            "deleted": self.deleted,
+            "renamed": self.renamed,
+            "unchanged": self.unchanged,
+            "embedded": self.embedded,
+            "reused": self.reused,
+            "chunks": self.chunks,
+            "skipped": dict(self.skipped),
+            "replaced_utf8": self.replaced_utf8,
+            "truncated": self.truncated,
+            "seconds": round(self.seconds, 3),
+            "chunks_per_second": round(self.chunks / self.seconds, 1) if self.seconds else 0.0,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chunked:
+    """One file read and chunked, or skipped with a reason."""
+
+    version: FileVersion
+    language: str
+    chunks: list[Chunk]
+    skip_reason: str | None = None
+
+
+Progress = Callable[[int, int, int], None]
+"""progress(files_done, files_total, chunks_done)."""
+
+
+class Syncer:
+    """The pipeline, configured once; ``sync`` runs it for one source."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: IndexStore,
+        embedder: Embedder,
+        cache: EmbeddingCache,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder = embedder
+        self.cache = cache
+        self.matcher = Matcher(settings.files.include, settings.files.exclude)
+        self.count_tokens = counter_for(settings.embedding.model)
+        self.fingerprint = self._fingerprint()
+
+    def _fingerprint(self) -> str:
+        s = self.settings
+        parts = [
+            f"chunker={CHUNKER_VERSION}",
+            f"budget={s.chunking.budget}",
+            f"merge={s.chunking.merge_siblings}",
+            f"ext={sorted(s.chunking.extensions.items())}",
+            f"model={self.embedder.model_id}",
+            f"max={s.files.max_file_size}",
+            f"inc={s.files.include}",
+            f"exc={s.files.exclude}",
+        ]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+    # -- the pipeline ---------------------------------------------------------
+
+    def sync(
+        self,
+        git: GitSource,
+        *,
+        paths: Iterable[str] | None = None,
+        full: bool = False,
+        progress: Progress | None = None,
+    ) -> SyncReport:
+        """Make the index reflect the source now.  ``paths``: only these changed (file events)."""
+        started = time.monotonic()
+        source = git.source
+        self.store.ensure_writable(self.embedder.model_id, self.embedder.dimension)
+        state = self.store.state(source.id)
+        stale_settings = state is not None and state.fingerprint != self.fingerprint
+        full = full or state is None or state.pending is not None or stale_settings
+        changes = self._change_set(git, state, paths, full)
+        manifest = self.store.manifest(source.id)
+
+        report = SyncReport(
+            repo=source.repo,
+            branch=changes.head.branch,
+            commit=changes.head.commit,
+            full=changes.full,
+        )
+        todo, deletes = self._plan(changes, manifest, stale_settings, report)
+        if todo or deletes:
+            self.store.put_state(self._state(git, state, changes, pending=True))
+            self._apply(git, changes, todo, deletes, report, progress)
+        if todo or deletes or state is None or self._state_moved(state, changes):
+            self.store.put_state(self._state(git, state, changes, pending=False))
+        self.cache.evict()
+        report.seconds = time.monotonic() - started
+        log.info("sync_done", **report.as_dict())
+        return report
+
+    def _change_set(
+        self,
+        git: GitSource,
+        state: SourceState | None,
+        paths: Iterable[str] | None,
+        full: bool,
+    ) -> ChangeSet:
+        if paths is not None and not full and state is not None:
+            head, versions = git.versions_of(sorted(set(paths)))
+            if head.commit == state.commit:  # pure working-tree edits: no status() call
+                dirty = dict(state.dirty)
+                for v in versions:
+                    if v.dirty:
+                        dirty[v.path] = v.blob
+                    else:
+                        dirty.pop(v.path, None)
+                return ChangeSet(
+                    source=git.source, head=head, full=False, versions=tuple(versions), dirty=dirty
+                )
+        return git.change_set(
+            since=state.commit if state else None,
+            since_dirty=state.dirty if state else {},
+            full=full,
+        )
+
+    @staticmethod
+    def _state_moved(state: SourceState, changes: ChangeSet) -> bool:
+        return (
+            state.commit != changes.head.commit
+            or state.branch != changes.head.branch
+            or dict(state.dirty) != dict(changes.dirty)
+        )
+
+    def _state(
+        self, git: GitSource, old: SourceState | None, changes: ChangeSet, *, pending: bool
+    ) -> SourceState:
+        if pending:  # the old position stays the base until the new one is fully written
+            files, chunks = (old.files, old.chunks) if old else (0, 0)
+            return SourceState(
+                source=git.source,
+                branch=old.branch if old else changes.head.branch,
+                commit=old.commit if old else None,
+                dirty=old.dirty if old else {},
+                pending=changes.head.commit or "unborn",
+                fingerprint=old.fingerprint if old else self.fingerprint,
+                embedding_model=self.embedder.model_id,
+                files=files,
+                chunks=chunks,
+            )
+        files, chunks = self.store.count(git.source.id)
+        return SourceState(
+            source=git.source,
+            branch=changes.head.branch,
+            commit=changes.head.commit,
+            dirty=dict(changes.dirty),
+            pending=None,
+            fingerprint=self.fingerprint,
+            embedding_model=self.embedder.model_id,
+            files=files,
+            chunks=chunks,
+        )
+
+    def _plan(
+        self,
+        changes: ChangeSet,
+        manifest: dict[str, FileRecord],
+        stale_settings: bool,
+        report: SyncReport,
+    ) -> tuple[list[FileVersion], list[str]]:
+        todo: list[FileVersion] = []
+        deletes: list[str] = []
+        wanted: set[str] = set()
+        for v in changes.versions:
+            if v.blob is None or not self.matcher(v.path):
+                if v.path in manifest:
+                    deletes.append(v.path)
+                continue
+            wanted.add(v.path)
+            rec = manifest.get(v.path)
+            if rec is not None and rec.blob == v.blob and not stale_settings:
+                continue
+            todo.append(v)
+        if changes.full:
+            known = set(manifest) | self.store.chunk_paths(changes.source.id)
+            deletes.extend(sorted(known - wanted - set(deletes)))
+        # an exact rename is a delete and an add of the same blob
+        deleted_blobs = Counter(manifest[p].blob for p in deletes if p in manifest)
+        for v in todo:
+            if v.path in manifest:
+                report.changed += 1
+            elif deleted_blobs[v.blob or ""] > 0:
+                deleted_blobs[v.blob or ""] -= 1
+                report.renamed += 1
+            else:
+                report.added += 1
+        report.deleted = len(deletes) - report.renamed
+        if changes.full:
+            report.unchanged = len(wanted) - report.added - report.changed - report.renamed
+        else:
+            report.unchanged = len(manifest) - report.changed - len(deletes)
+        return todo, deletes
+
+    def _apply(
+        self,
+        git: GitSource,
+        changes: ChangeSet,
+        todo: Sequence[FileVersion],
+        deletes: Sequence[str],
+        report: SyncReport,
+        progress: Progress | None,
+    ) -> None:
+        size = self.settings.index.batch_files
+        total = len(todo) + len(deletes)
+        done = 0
+        batches = [todo[i : i + size] for i in range(0, len(todo), size)]
+        removals = [deletes[i : i + size] for i in range(0, len(deletes), size)]
+        for batch, dels in zip_longest(batches, removals, fillvalue=()):
+            t0 = time.monotonic()
+            embedded_before, reused_before = report.embedded, report.reused
+            read = [self._index_file(git, v, report) for v in batch]
+            ready = self._embed(read, report)
+            t1 = time.monotonic()
+            self.store.write_batch(
+                git.source, changes.head, ready, dels, model_id=self.embedder.model_id
+            )
+            written = sum(len(f.chunks) for f in ready)
+            done += len(batch) + len(dels)
+            report.chunks += written
+            log.info(
+                "batch_committed",
+                repo=git.source.repo,
+                files=len(batch),
+                deleted=len(dels),
+                chunks=written,
+                embedded=report.embedded - embedded_before,
+                reused=report.reused - reused_before,
+                prepare_ms=round((t1 - t0) * 1000),
+                write_ms=round((time.monotonic() - t1) * 1000),
+            )
+            if progress:
+                progress(done, total, report.chunks)
+
+    # -- one file -------------------------------------------------------------
+
+    def _index_file(
+        self, git: GitSource, version: FileVersion, report: SyncReport
+    ) -> Chunked:
+        """Read and chunk one file (a skip is a file with a reason and no chunks)."""
+        assert version.blob is not None
+        path = version.path
+        if version.entry is Entry.SUBMODULE:
+            return self._skip(version, "submodule", report)
+        if version.entry is Entry.SYMLINK:
+            return self._skip(version, "symlink", report)
+        try:
+            data = git.read(version)
+        except OSError:  # vanished between status and read: the next event redoes it
+            return self._skip(version, "unreadable", report)
+        if version.dirty:
+            blob = blob_id(data)
+            if blob != version.blob:
+                version = FileVersion(path=path, blob=blob, entry=version.entry, dirty=True)
+        if len(data) > self.settings.files.max_file_size:
+            return self._skip(version, "too_large", report)
+        if b"\0" in data[:BINARY_SNIFF]:
+            return self._skip(version, "binary", report)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", errors="replace")
+            data = text.encode("utf-8")
+            report.replaced_utf8 += 1
+            log.info("decoded_with_replacement", path=path, reason="not valid UTF-8")
+        language = detect_language(path, data[:256], self.settings.chunking.extensions)
+        try:
+            chunks = chunk(
+                path,
+                data,
+                self.settings.chunking,
+                language=language,
+                count_tokens=self.count_tokens,
+            )
+        except Exception as exc:  # noqa: BLE001 - one bad file is a counted skip, not a crash
+            log.warning("chunking_failed", path=path, error=repr(exc))
+            return self._skip(version, "chunking_failed", report)
+        return Chunked(version=version, language=language, chunks=chunks)
+
+    @staticmethod
+    def _skip(
+        version: FileVersion, reason: str, report: SyncReport
+    ) -> Chunked:
+        report.skipped[reason] += 1
+        return Chunked(version=version, language="", chunks=[], skip_reason=reason)
+
+    def _embed(
+        self,
+        files: Sequence[Chunked],
+        report: SyncReport,
+    ) -> list[IndexedFile]:
+        """Vectors for every chunk: from the cache, else computed once per distinct text."""
+        model = self.embedder.model_id
+        dim = self.embedder.dimension
+        keys = {c.embed_text: content_hash(c.embed_text) for f in files for c in f.chunks}
+        cached = self.cache.get_many(model, keys.values(), dim)
+        missing = [t for t, k in keys.items() if k not in cached]
+        if missing:
+            order = sorted(range(len(missing)), key=lambda i: len(missing[i]))
+            texts = [missing[i] for i in order]
+            vectors = self.embedder.embed(texts)
+            fresh = {keys[t]: vectors[j] for j, t in enumerate(texts)}
+            self.cache.put_many(model, fresh)
+            cached.update(fresh)
+        window = self.settings.embedding.max_seq_length
+        out: list[IndexedFile] = []
+        for f in files:
+            assert f.version.blob is not None
+            ready: list[EmbeddedChunk] = []
+            for c in f.chunks:
+                key = keys[c.embed_text]
+                vec: npt.NDArray[np.float32] = cached[key]
+                if c.token_count > window:
+                    report.truncated += 1
+                ready.append(
+                    EmbeddedChunk(
+                        chunk=c,
+                        vector=vec,
+                        embed_hash=key,
+                        embedded_tokens=min(c.token_count, window),
+                        summary=extractive_summary(c),
+                        summary_source=EXTRACTIVE,
+                        summary_of=c.content_hash,
+                    )
+                )
+            out.append(
+                IndexedFile(
+                    path=f.version.path,
+                    blob=f.version.blob,
+                    language=f.language,
+                    dirty=f.version.dirty,
+                    chunks=tuple(ready),
+                    skip_reason=f.skip_reason,
+                )
+            )
+        n_chunks = sum(len(f.chunks) for f in files)
+        report.embedded += len(missing)
+        report.reused += n_chunks - len(missing)
+        return out

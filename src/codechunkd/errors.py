@@ -1,0 +1,115 @@
+"""Every error codechunkd raises on purpose.
+
+::
+
+    CodechunkdError
+    ├── ConfigError            a setting is unknown, mistyped or out of range
+    ├── RepoError              git could not give us what we asked for
+    │   ├── NotAGitRepo
+    │   └── RefNotFound
+    ├── ChunkingError
+    │   └── UnsupportedLanguage
+    ├── StoreError             the index directory cannot be used as asked
+    │   ├── SchemaMismatch     the table was written by another schema version
+    │   ├── ModelMismatch      the table holds vectors of another embedding model
+    │   └── IndexLocked        another writer holds the index directory
+    └── EmbeddingError         the embedding backend failed
+
+Errors of the libraries underneath (pygit2, LanceDB, tree-sitter) are translated
+at the boundary, once, with ``raise ... from exc``: callers never catch
+``pygit2.GitError``.  Each error carries the facts as fields so that ``status``
+and the CLI can print them; the CLI maps classes to exit codes (see ``cli.py``).
+"""
+
+from __future__ import annotations
+
+
+class CodechunkdError(Exception):
+    """Root of all codechunkd errors."""
+
+    exit_code = 1
+
+
+class ConfigError(CodechunkdError):
+    """A setting is unknown, has the wrong type, or an invalid value."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, key: str | None = None, origin: str | None = None) -> None:
+        self.key = key
+        self.origin = origin
+        where = f" (in {origin})" if origin else ""
+        super().__init__(f"{message}{where}")
+
+
+class RepoError(CodechunkdError):
+    """git could not give us what we asked for."""
+
+    exit_code = 3
+
+
+class NotAGitRepo(RepoError):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"not inside a git repository: {path}")
+
+
+class RefNotFound(RepoError):
+    def __init__(self, repo: str, ref: str) -> None:
+        self.repo = repo
+        self.ref = ref
+        super().__init__(f"ref {ref!r} not found in {repo}")
+
+
+class ChunkingError(CodechunkdError):
+    """A file could not be chunked."""
+
+
+class UnsupportedLanguage(ChunkingError):
+    def __init__(self, language: str) -> None:
+        self.language = language
+        super().__init__(f"no grammar for language {language!r}")
+
+
+class StoreError(CodechunkdError):
+    """The index directory cannot be used as asked."""
+
+    exit_code = 4
+
+
+class SchemaMismatch(StoreError):
+    def __init__(self, table: str, found: int, expected: int) -> None:
+        self.table = table
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"table {table!r} has schema version {found}, this codechunkd expects {expected}; "
+            "run `codechunkd index --rebuild` to rebuild it"
+        )
+
+
+class ModelMismatch(StoreError):
+    def __init__(self, found: str, expected: str, found_dim: int, expected_dim: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"the index holds vectors of {found} ({found_dim} dims) but the configured model is "
+            f"{expected} ({expected_dim} dims); use another --index-dir, configure "
+            "the same model, or run `codechunkd index --rebuild`"
+        )
+
+
+class IndexLocked(StoreError):
+    exit_code = 5
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(f"{path} is being written by {holder}")
+
+
+class EmbeddingError(CodechunkdError):
+    """The embedding backend failed."""
+
+    exit_code = 6

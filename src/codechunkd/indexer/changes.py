@@ -1,0 +1,368 @@
+"""What changed in a source since the index last reflected it: decided here, in one place.
+
+A *source* is what one set of rows mirrors: a working tree (a checkout or a
+``git worktree``), or one ref of a repository read from the object database
+with no checkout (a bare mirror on a CI box).
+
+The identity of a file version is its git blob id: from the tree for committed
+files, from ``pygit2.hashfile`` for files that differ from HEAD in the working
+tree (nothing is written to the object database).  A ``ChangeSet`` lists the
+*candidate* paths with the version each should have in the index (``blob=None``:
+the path should not be indexed).  Candidates come from a tree-to-tree diff
+between the indexed commit and HEAD plus the working tree's status, or, for a
+full reconcile, from every file of HEAD.  The caller compares candidates with
+what it has stored, so applying a change set twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import DiffFind, FileMode, FileStatus
+
+from codechunkd.errors import NotAGitRepo, RefNotFound, RepoError
+from codechunkd.types import BlobId, CommitId, SourceId
+
+_GITLINK = int(FileMode.COMMIT)
+_LINK = int(FileMode.LINK)
+_TREE = int(FileMode.TREE)
+_IGNORED = FileStatus.IGNORED
+_UNCHANGED = FileStatus.CURRENT
+
+
+class SourceKind(StrEnum):
+    WORKTREE = "worktree"
+    REF = "ref"
+
+
+class Entry(StrEnum):
+    """What a path is, which decides whether it can be chunked."""
+
+    FILE = "file"
+    SYMLINK = "symlink"
+    SUBMODULE = "submodule"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    id: SourceId
+    """Stable id: a hash of the repository's common git dir and the worktree or ref."""
+    kind: SourceKind
+    repo: str
+    """Display root: the working tree, or the git dir of a bare repository."""
+    git_dir: str
+    """The repository's own git dir (for a linked worktree: ``.git/worktrees/<name>``)."""
+    ref: str | None = None
+    """For a ref source, the ref it follows (``refs/heads/main``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Head:
+    commit: CommitId | None
+    """The commit HEAD (or the ref) points at; None when unborn."""
+    branch: str
+    """Branch name, ``HEAD`` when detached, the ref name for ref sources."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileVersion:
+    """The version a path should have in the index."""
+
+    path: str
+    blob: BlobId | None
+    """None: the path should not be in the index (deleted, ignored, excluded)."""
+    entry: Entry = Entry.FILE
+    dirty: bool = False
+    """True when this version is working-tree content that differs from HEAD."""
+
+    @property
+    def is_delete(self) -> bool:
+        return self.blob is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSet:
+    source: Source
+    head: Head
+    full: bool
+    """True when every file was listed (no usable indexed state): paths the index
+    holds that are not listed must be removed."""
+    versions: tuple[FileVersion, ...]
+    dirty: Mapping[str, BlobId | None] = field(default_factory=dict)
+    """Every working-tree difference from HEAD after this change set (None: deleted)."""
+    renames: tuple[tuple[str, str], ...] = ()
+    """(old, new) pairs git's rename detection found between the two commits."""
+
+
+def _source_id(common_dir: str, what: str) -> SourceId:
+    return hashlib.sha256(f"{common_dir}\0{what}".encode()).hexdigest()[:16]
+
+
+class Matcher:
+    """include/exclude globs (fnmatch style: ``*`` also matches ``/``)."""
+
+    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+
+    def __call__(self, path: str) -> bool:
+        if self.include and not any(fnmatch.fnmatchcase(path, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(path, p) for p in self.exclude)
+
+
+class GitSource:
+    """Reads versions and change sets of one source with pygit2."""
+
+    def __init__(self, path: str | os.PathLike[str], ref: str | None = None) -> None:
+        found = pygit2.discover_repository(str(path))
+        if found is None:
+            raise NotAGitRepo(str(path))
+        try:
+            self.repo = pygit2.Repository(found)
+        except pygit2.GitError as exc:
+            raise RepoError(f"cannot open repository at {found}: {exc}") from exc
+        common = str(Path(self.repo.path).resolve())
+        if "/worktrees/" in common:  # a linked worktree shares the main repository's objects
+            common = common.split("/worktrees/")[0]
+        workdir = self.repo.workdir
+        if ref is not None or workdir is None:
+            ref = self._resolve_ref(ref)
+            self.source = Source(
+                id=_source_id(common, ref),
+                kind=SourceKind.REF,
+                repo=str(Path(workdir or self.repo.path).resolve()),
+                git_dir=str(Path(self.repo.path).resolve()),
+                ref=ref,
+            )
+        else:
+            root = str(Path(workdir).resolve())
+            self.source = Source(
+                id=_source_id(common, root),
+                kind=SourceKind.WORKTREE,
+                repo=root,
+                git_dir=str(Path(self.repo.path).resolve()),
+            )
+
+    @property
+    def is_worktree(self) -> bool:
+        return self.source.kind is SourceKind.WORKTREE
+
+    def _resolve_ref(self, ref: str | None) -> str:
+        if ref is None:  # a bare repository without --ref follows its HEAD's branch
+            head = self.repo.references.get("HEAD")
+            target = head.target if head is not None else None
+            return target if isinstance(target, str) else "HEAD"
+        for candidate in (ref, f"refs/heads/{ref}", f"refs/remotes/{ref}", f"refs/tags/{ref}"):
+            if candidate in self.repo.references:
+                return candidate
+        raise RefNotFound(self.repo.path, ref)
+
+    # -- HEAD -------------------------------------------------------------
+
+    def head(self) -> Head:
+        repo = self.repo
+        if self.source.ref is not None:
+            reference = repo.references.get(self.source.ref)
+            if reference is None:
+                return Head(commit=None, branch=self.source.ref)
+            try:
+                commit = reference.peel(pygit2.Commit)
+            except (pygit2.GitError, ValueError):
+                return Head(commit=None, branch=self.source.ref)
+            return Head(commit=str(commit.id), branch=self.source.ref)
+        if repo.head_is_unborn:
+            target = repo.references["HEAD"].target
+            return Head(commit=None, branch=str(target).removeprefix("refs/heads/"))
+        branch = "HEAD" if repo.head_is_detached else repo.head.shorthand
+        return Head(commit=str(repo.head.target), branch=branch)
+
+    def _tree(self, commit: CommitId | None) -> pygit2.Tree | None:
+        if commit is None:
+            return None
+        try:
+            return self.repo[commit].peel(pygit2.Tree)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+
+    def has_commit(self, commit: CommitId) -> bool:
+        return self._tree(commit) is not None
+
+    # -- versions ---------------------------------------------------------
+
+    @staticmethod
+    def _entry(mode: int) -> Entry:
+        if mode == _GITLINK:
+            return Entry.SUBMODULE
+        if mode == _LINK:
+            return Entry.SYMLINK
+        return Entry.FILE
+
+    def _walk(self, tree: pygit2.Tree, prefix: str = "") -> Iterator[tuple[str, str, int]]:
+        stack = [(tree, prefix)]
+        while stack:
+            t, pre = stack.pop()
+            for e in t:
+                if e.filemode == _TREE:
+                    stack.append((self.repo[e.id].peel(pygit2.Tree), f"{pre}{e.name}/"))
+                else:
+                    yield f"{pre}{e.name}", str(e.id), e.filemode
+
+    def _tree_version(self, tree: pygit2.Tree | None, path: str) -> FileVersion:
+        if tree is not None:
+            try:
+                e = tree[path]
+            except KeyError:
+                pass
+            else:
+                if e.filemode != _TREE:
+                    return FileVersion(path=path, blob=str(e.id), entry=self._entry(e.filemode))
+        return FileVersion(path=path, blob=None)
+
+    def _worktree_version(self, path: str, head_tree: pygit2.Tree | None) -> FileVersion:
+        """The working tree's version of a path (the caller knows it may differ from HEAD)."""
+        assert self.repo.workdir is not None
+        full = os.path.join(self.repo.workdir, path)
+        try:
+            st = os.lstat(full)
+        except OSError:
+            return FileVersion(path=path, blob=None, dirty=True)
+        if stat.S_ISLNK(st.st_mode):
+            blob = str(pygit2.hash(os.readlink(full).encode()))
+            entry = Entry.SYMLINK
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                blob = str(pygit2.hashfile(full))
+            except (OSError, pygit2.GitError):
+                return FileVersion(path=path, blob=None, dirty=True)
+            entry = Entry.FILE
+        else:  # a directory (submodule checkout, or file -> directory): not a file version
+            head = self._tree_version(head_tree, path)
+            if head.entry is Entry.SUBMODULE:
+                return head
+            return FileVersion(path=path, blob=None, dirty=True)
+        head = self._tree_version(head_tree, path)
+        return FileVersion(path=path, blob=blob, entry=entry, dirty=blob != head.blob)
+
+    def _status(self) -> dict[str, int]:
+        """Working-tree paths that differ from HEAD (untracked included, ignored not)."""
+        try:
+            status = self.repo.status(untracked_files="all", ignored=False)
+        except pygit2.GitError as exc:
+            raise RepoError(f"git status failed in {self.source.repo}: {exc}") from exc
+        return {p: f for p, f in status.items() if f not in (_IGNORED, _UNCHANGED)}
+
+    def is_ignored(self, path: str) -> bool:
+        try:
+            return bool(self.repo.path_is_ignored(path))
+        except pygit2.GitError:
+            return False
+
+    def versions_of(self, paths: Iterable[str]) -> tuple[Head, list[FileVersion]]:
+        """Current versions of a few paths, from the working tree (the per-event path).
+
+        Costs a stat and a hash per path; no ``status()`` call (which can take a
+        second on a large repository whose stat cache is stale).
+        """
+        head = self.head()
+        tree = self._tree(head.commit)
+        out: list[FileVersion] = []
+        for path in paths:
+            if not self.is_worktree:
+                out.append(self._tree_version(tree, path))
+                continue
+            version = self._worktree_version(path, tree)
+            tracked = self._tree_version(tree, path).blob is not None
+            if version.blob is not None and not tracked and self.is_ignored(path):
+                version = FileVersion(path=path, blob=None, dirty=False)
+            out.append(version)
+        return head, out
+
+    def change_set(
+        self,
+        *,
+        since: CommitId | None,
+        since_dirty: Mapping[str, BlobId | None],
+        full: bool = False,
+    ) -> ChangeSet:
+        """Candidates that may differ from the indexed state (``since`` + ``since_dirty``)."""
+        head = self.head()
+        tree = self._tree(head.commit)
+        old_tree = self._tree(since)
+        full = full or (since is not None and old_tree is None) or since is None
+        status = self._status() if self.is_worktree else {}
+
+        versions: dict[str, FileVersion] = {}
+        renames: list[tuple[str, str]] = []
+        if full:
+            if tree is not None:
+                for path, blob, mode in self._walk(tree):
+                    versions[path] = FileVersion(path=path, blob=blob, entry=self._entry(mode))
+        else:
+            candidates: set[str] = set(since_dirty)
+            if since != head.commit:
+                diff = self.repo.diff(old_tree, tree) if tree is not None else None
+                if diff is not None:
+                    diff.find_similar(flags=DiffFind.FIND_RENAMES)
+                    for delta in diff.deltas:
+                        candidates.add(delta.old_file.path)
+                        candidates.add(delta.new_file.path)
+                        if delta.status_char() == "R":
+                            renames.append((delta.old_file.path, delta.new_file.path))
+                else:  # HEAD became unborn (orphan branch): every old path goes
+                    assert old_tree is not None
+                    candidates.update(p for p, _, _ in self._walk(old_tree))
+            for path in candidates:
+                versions[path] = self._tree_version(tree, path)
+
+        dirty: dict[str, BlobId | None] = {}
+        for path in status:
+            version = self._worktree_version(path, tree)
+            versions[path] = version
+            if version.dirty:
+                dirty[path] = version.blob
+        return ChangeSet(
+            source=self.source,
+            head=head,
+            full=full,
+            versions=tuple(versions[p] for p in sorted(versions)),
+            dirty=dirty,
+            renames=tuple(renames),
+        )
+
+    # -- content ----------------------------------------------------------
+
+    def read(self, version: FileVersion) -> bytes:
+        """The bytes of a version: from the object database, or the working tree when dirty.
+
+        For a dirty file the bytes read are re-hashed by the caller when they
+        must match ``version.blob`` exactly (the file may change in between).
+        """
+        assert version.blob is not None
+        if not version.dirty:
+            try:
+                obj = self.repo[version.blob]
+            except KeyError:
+                pass
+            else:
+                if isinstance(obj, pygit2.Blob):
+                    return bytes(obj.data)
+        assert self.repo.workdir is not None, "a dirty version needs a working tree"
+        full = os.path.join(self.repo.workdir, version.path)
+        if version.entry is Entry.SYMLINK:
+            return os.readlink(full).encode()
+        with open(full, "rb") as f:
+            return f.read()
+
+
+def blob_id(data: bytes) -> BlobId:
+    """git's blob id of some bytes (``git hash-object``)."""
+    return str(pygit2.hash(data))

@@ -1,0 +1,139 @@
+"""Content-addressed caches: embeddings keyed by (embedded-text hash, model id).
+
+Identical text anywhere (any branch, worktree, repository) is embedded once;
+switching to a branch and back embeds nothing.  The cache is bounded: entries
+least recently used are evicted past ``max_entries``.
+
+SQLite (stdlib) rather than a LanceDB table: the cache is a private key-value
+store of the single writer, read by exact key thousands of times per batch and
+touched on every hit, which is what SQLite is good at and LanceDB is not
+(every LanceDB write is a new table version).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from codechunkd.types import ContentHash
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL,
+    key TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    last_used REAL NOT NULL,
+    PRIMARY KEY (model, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS embeddings_lru ON embeddings (last_used);
+CREATE TABLE IF NOT EXISTS summaries (
+    content_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (content_hash, model, prompt_version)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    hits: int
+    misses: int
+    entries: int
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class EmbeddingCache:
+    """Vectors by (model id, embedded-text hash), LRU-bounded, safe across threads."""
+
+    def __init__(self, path: Path, *, max_entries: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.max_entries = max_entries
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def get_many(
+        self, model: str, keys: Iterable[ContentHash], dimension: int
+    ) -> dict[ContentHash, npt.NDArray[np.float32]]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[ContentHash, npt.NDArray[np.float32]] = {}
+        with self._lock:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})",  # noqa: S608
+                    [model, *part],
+                ).fetchall()
+                for key, blob in rows:
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] == dimension:
+                        found[key] = vec
+            if found:
+                now = time.time()
+                self._db.executemany(
+                    "UPDATE embeddings SET last_used = ? WHERE model = ? AND key = ?",
+                    [(now, model, k) for k in found],
+                )
+            self.hits += len(found)
+            self.misses += len(wanted) - len(found)
+        return found
+
+    def put_many(self, model: str, vectors: Mapping[ContentHash, npt.NDArray[np.float32]]) -> None:
+        if not vectors:
+            return
+        now = time.time()
+        rows = [
+            (model, k, np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in vectors.items()
+        ]
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, key, vector, last_used) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+            )
+            self._db.execute("COMMIT")
+
+    def evict(self) -> int:
+        """Drop least recently used entries past ``max_entries``; returns how many."""
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+            excess = int(count) - self.max_entries
+            if excess <= 0:
+                return 0
+            self._db.execute(
+                "DELETE FROM embeddings WHERE (model, key) IN "
+                "(SELECT model, key FROM embeddings ORDER BY last_used LIMIT ?)",
+                (excess,),
+            )
+            return excess
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+        return CacheStats(hits=self.hits, misses=self.misses, entries=int(count))

@@ -1,0 +1,428 @@
+"""The LanceDB index: chunk rows, the file manifest, and per-source state.
+
+One writer per index directory (concurrent ``merge_insert`` on overlapping ids
+was measured to leave duplicate ids).  Each batch of changed files is one
+commit of ``chunks`` (its old rows replaced by its new rows: readers never see a
+file half-updated), then one commit of ``files``, then the source's state.
+The order makes every crash repairable: a path whose ``files`` row is missing
+or stale is simply done again, and re-doing a file is idempotent.
+
+Every handle uses strong read consistency: a default LanceDB handle never sees
+another process's later writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from codechunkd.errors import ModelMismatch, SchemaMismatch, StoreError
+from codechunkd.indexer.changes import Head, Source
+from codechunkd.indexer.chunker import Chunk
+from codechunkd.storage import schema as S
+from codechunkd.types import BlobId, SourceId
+
+os.environ.setdefault("LANCEDB_LOG", "error")  # silence Rust WARN lines outside structlog
+
+
+def quote(value: str) -> str:
+    """A SQL string literal for LanceDB filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def in_list(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(quote(v) for v in values)})"
+
+
+def row_id(source: SourceId, chunk_id: str) -> str:
+    return hashlib.sha256(f"{source}\0{chunk_id}".encode()).hexdigest()[:32]
+
+
+def is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddedChunk:
+    chunk: Chunk
+    vector: npt.NDArray[np.float32]
+    embed_hash: str
+    embedded_tokens: int
+    summary: str
+    summary_source: str
+    summary_of: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexedFile:
+    """A file's new rows, ready to replace its old ones."""
+
+    path: str
+    blob: BlobId
+    language: str
+    dirty: bool
+    chunks: tuple[EmbeddedChunk, ...] = ()
+    skip_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileRecord:
+    """What the index holds for one path of one source (a row of ``files``)."""
+
+    path: str
+    blob: BlobId
+    language: str
+    chunks: int
+    skip_reason: str | None
+    dirty: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceState:
+    """A row of ``repos``: what the index reflects for one source."""
+
+    source: Source
+    branch: str
+    commit: str | None
+    dirty: Mapping[str, BlobId | None] = field(default_factory=dict)
+    pending: str | None = None
+    """Set while a change set is being applied; still set after a crash."""
+    fingerprint: str = ""
+    embedding_model: str = ""
+    files: int = 0
+    chunks: int = 0
+    updated_at: datetime | None = None
+
+
+class IndexStore:
+    """The tables of one index directory."""
+
+    def __init__(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+        import lancedb
+
+        self.uri = uri
+        if is_local(uri):
+            Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = lancedb.connect(
+                uri,
+                read_consistency_interval=timedelta(0),
+                storage_options=dict(storage_options or {}),
+            )
+        except Exception as exc:  # noqa: BLE001 - translate at the boundary
+            raise StoreError(f"cannot open index at {uri}: {exc}") from exc
+        self._tables: dict[str, Any] = {}
+
+    # -- tables -------------------------------------------------------------
+
+    def table_names(self) -> list[str]:
+        return list(self.db.list_tables().tables)
+
+    def has_chunks(self) -> bool:
+        return S.CHUNKS in self.table_names()
+
+    def _open(self, name: str) -> Any:
+        tbl = self._tables.get(name)
+        if tbl is None:
+            tbl = self.db.open_table(name)
+            found = int((tbl.schema.metadata or {}).get(S.META_VERSION, b"0"))
+            if found != S.SCHEMA_VERSION:
+                raise SchemaMismatch(name, found, S.SCHEMA_VERSION)
+            self._tables[name] = tbl
+        return tbl
+
+    def _ensure(self, name: str, schema: pa.Schema) -> Any:
+        if name not in self._tables and name not in self.table_names():
+            self._tables[name] = self.db.create_table(name, schema=schema, exist_ok=True)
+        return self._open(name)
+
+    def ensure_writable(self, model_id: str, dimension: int) -> None:
+        """Create missing tables; refuse a chunks table of another model or dimension."""
+        self.check_model(model_id, dimension)
+        self._ensure(S.CHUNKS, S.chunks_schema(dimension, model_id))
+        self._ensure(S.FILES, S.FILES_SCHEMA)
+        self._ensure(S.REPOS, S.REPOS_SCHEMA)
+
+    def index_model(self) -> tuple[str, int] | None:
+        """(model id, dimension) of the vectors in the index, if it has any table."""
+        if not self.has_chunks():
+            return None
+        tbl = self._open(S.CHUNKS)
+        meta = tbl.schema.metadata or {}
+        dim = tbl.schema.field("vector").type.list_size
+        return meta.get(S.META_MODEL, b"").decode(), int(dim)
+
+    def check_model(self, model_id: str, dimension: int) -> None:
+        found = self.index_model()
+        if found is not None and found != (model_id, dimension):
+            raise ModelMismatch(found[0], model_id, found[1], dimension)
+
+    def drop_all(self) -> None:
+        for name in (S.CHUNKS, S.FILES, S.REPOS):
+            if name in self.table_names():
+                self.db.drop_table(name)
+        self._tables.clear()
+
+    def chunks_table(self) -> Any:
+        return self._open(S.CHUNKS)
+
+    # -- reads --------------------------------------------------------------
+
+    def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:
+        if name not in self.table_names():
+            return pa.table({c: [] for c in columns})
+        q = self._open(name).search()
+        if where:
+            q = q.where(where)
+        return q.select(list(columns)).limit(None).to_arrow()
+
+    def manifest(self, source: SourceId) -> dict[str, FileRecord]:
+        cols = ["path", "blob", "language", "chunks", "skip_reason", "dirty"]
+        t = self._scan(S.FILES, f"source = {quote(source)}", cols).to_pylist()
+        return {
+            r["path"]: FileRecord(
+                path=r["path"],
+                blob=r["blob"],
+                language=r["language"] or "",
+                chunks=r["chunks"] or 0,
+                skip_reason=r["skip_reason"],
+                dirty=bool(r["dirty"]),
+            )
+            for r in t
+        }
+
+    def chunk_paths(self, source: SourceId) -> set[str]:
+        """Paths that have chunk rows (orphans of a crash show up here, not in ``files``)."""
+        t = self._scan(S.CHUNKS, f"source = {quote(source)}", ["path"])
+        return set(t.column("path").to_pylist())
+
+    def chunk_keys(self, source: SourceId) -> list[dict[str, Any]]:
+        cols = ["id", "path", "start_byte", "end_byte", "content_hash", "blob", "synthetic"]
+        return self._scan(S.CHUNKS, f"source = {quote(source)}", cols).to_pylist()
+
+    def states(self) -> list[SourceState]:
+        cols = [f.name for f in S.REPOS_SCHEMA]
+        return [self._state_from_row(r) for r in self._scan(S.REPOS, None, cols).to_pylist()]
+
+    def state(self, source: SourceId) -> SourceState | None:
+        cols = [f.name for f in S.REPOS_SCHEMA]
+        rows = self._scan(S.REPOS, f"source = {quote(source)}", cols).to_pylist()
+        return self._state_from_row(rows[0]) if rows else None
+
+    @staticmethod
+    def _state_from_row(r: Mapping[str, Any]) -> SourceState:
+        from codechunkd.indexer.changes import SourceKind
+
+        return SourceState(
+            source=Source(
+                id=r["source"],
+                kind=SourceKind(r["kind"]),
+                repo=r["repo"],
+                git_dir=r["git_dir"],
+                ref=r["ref"],
+            ),
+            branch=r["branch"] or "",
+            commit=r["commit"],
+            dirty=json.loads(r["dirty"] or "{}"),
+            pending=r["pending"],
+            fingerprint=r["fingerprint"] or "",
+            embedding_model=r["embedding_model"] or "",
+            files=int(r["files"] or 0),
+            chunks=int(r["chunks"] or 0),
+            updated_at=r["updated_at"],
+        )
+
+    def count(self, source: SourceId | None = None) -> tuple[int, int]:
+        """(files, chunks) in the index, for one source or all."""
+        where = f"source = {quote(source)}" if source else None
+        files = chunks = 0
+        if S.FILES in self.table_names():
+            files = self._open(S.FILES).count_rows(
+                (where + " AND " if where else "") + "skip_reason IS NULL"
+            )
+        if S.CHUNKS in self.table_names():
+            chunks = self._open(S.CHUNKS).count_rows(where)
+        return files, chunks
+
+    # -- writes (the single writer) -----------------------------------------
+
+    def write_batch(
+        self,
+        source: Source,
+        head: Head,
+        files: Sequence[IndexedFile],
+        deletes: Sequence[str],
+        *,
+        model_id: str,
+    ) -> None:
+        """Replace the rows of ``files`` and remove ``deletes``, in one commit per table."""
+        paths = [f.path for f in files] + list(deletes)
+        if not paths:
+            return
+        scope = f"source = {quote(source.id)} AND {in_list('path', paths)}"
+        now = datetime.now(UTC)
+        chunks = self._open(S.CHUNKS)
+        rows = self._chunk_rows(source, head, files, model_id, now, chunks.schema)
+        try:
+            if rows.num_rows:
+                (
+                    chunks.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete(scope)
+                    .execute(rows)
+                )
+            else:
+                chunks.delete(scope)
+            file_rows = self._file_rows(source, files, now)
+            tbl = self._open(S.FILES)
+            if file_rows.num_rows:
+                (
+                    tbl.merge_insert("key")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete(scope)
+                    .execute(file_rows)
+                )
+            else:
+                tbl.delete(scope)
+        except Exception as exc:  # noqa: BLE001 - translate at the boundary
+            raise StoreError(f"writing {len(paths)} files to {self.uri} failed: {exc}") from exc
+
+    def _chunk_rows(
+        self,
+        source: Source,
+        head: Head,
+        files: Sequence[IndexedFile],
+        model_id: str,
+        now: datetime,
+        schema: pa.Schema,
+    ) -> pa.Table:
+        cols: dict[str, list[Any]] = {f.name: [] for f in schema if f.name != "vector"}
+        vectors: list[npt.NDArray[np.float32]] = []
+        for f in files:
+            for e in f.chunks:
+                c = e.chunk
+                values = {
+                    "id": row_id(source.id, c.id),
+                    "source": source.id,
+                    "repo": source.repo,
+                    "branch": head.branch,
+                    "commit": head.commit,
+                    "blob": f.blob,
+                    "path": c.path,
+                    "language": c.language,
+                    "kind": c.kind,
+                    "symbol": c.symbol,
+                    "parent_id": row_id(source.id, c.parent_id) if c.parent_id else None,
+                    "start_line": c.start_line,
+                    "end_line": c.end_line,
+                    "start_byte": c.start_byte,
+                    "end_byte": c.end_byte,
+                    "content": c.content,
+                    "content_hash": c.content_hash,
+                    "embed_text": c.embed_text,
+                    "embed_hash": e.embed_hash,
+                    "token_count": c.token_count,
+                    "embedded_tokens": e.embedded_tokens,
+                    "signature": c.signature,
+                    "docstring": c.docstring,
+                    "summary": e.summary,
+                    "summary_source": e.summary_source,
+                    "summary_of": e.summary_of,
+                    "embedding_model": model_id,
+                    "synthetic": c.synthetic,
+                    "dirty": f.dirty,
+                    "indexed_at": now,
+                }
+                for k, col in cols.items():
+                    col.append(values[k])
+                vectors.append(e.vector)
+        dim = schema.field("vector").type.list_size
+        flat = (
+            np.concatenate(vectors).astype(np.float32, copy=False)
+            if vectors
+            else np.zeros(0, np.float32)
+        )
+        arrays = {k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}
+        arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dim)
+        return pa.table([arrays[f.name] for f in schema], schema=schema)
+
+    @staticmethod
+    def _file_rows(source: Source, files: Sequence[IndexedFile], now: datetime) -> pa.Table:
+        return pa.Table.from_pylist(
+            [
+                {
+                    "key": f"{source.id}:{f.path}",
+                    "source": source.id,
+                    "path": f.path,
+                    "blob": f.blob,
+                    "language": f.language,
+                    "chunks": len(f.chunks),
+                    "skip_reason": f.skip_reason,
+                    "dirty": f.dirty,
+                    "indexed_at": now,
+                }
+                for f in files
+            ],
+            schema=S.FILES_SCHEMA,
+        )
+
+    def put_state(self, state: SourceState) -> None:
+        src = state.source
+        row = {
+            "source": src.id,
+            "kind": str(src.kind),
+            "repo": src.repo,
+            "git_dir": src.git_dir,
+            "ref": src.ref,
+            "branch": state.branch,
+            "commit": state.commit,
+            "dirty": json.dumps(dict(state.dirty), sort_keys=True),
+            "pending": state.pending,
+            "fingerprint": state.fingerprint,
+            "schema_version": S.SCHEMA_VERSION,
+            "embedding_model": state.embedding_model,
+            "files": state.files,
+            "chunks": state.chunks,
+            "updated_at": datetime.now(UTC),
+        }
+        tbl = self._open(S.REPOS)
+        data = pa.Table.from_pylist([row], schema=S.REPOS_SCHEMA)
+        try:
+            tbl.merge_insert("source").when_matched_update_all().when_not_matched_insert_all().execute(
+                data
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"writing state of {src.repo} failed: {exc}") from exc
+
+    def remove_source(self, source: SourceId) -> None:
+        where = f"source = {quote(source)}"
+        for name in (S.CHUNKS, S.FILES, S.REPOS):
+            if name in self.table_names():
+                self._open(name).delete(where)
+
+    def compact(self, keep: timedelta) -> None:
+        """Merge small fragments and drop versions older than ``keep`` (writer only)."""
+        for name in (S.CHUNKS, S.FILES, S.REPOS):
+            if name in self.table_names():
+                try:
+                    self._open(name).optimize(cleanup_older_than=keep)
+                except Exception as exc:  # noqa: BLE001
+                    raise StoreError(f"compacting {name} failed: {exc}") from exc
+
+    def size_bytes(self) -> int | None:
+        if not is_local(self.uri):
+            return None
+        root = Path(self.uri.removeprefix("file://"))
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
