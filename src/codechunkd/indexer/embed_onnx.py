@@ -1,0 +1,199 @@
+"""The ``onnx`` backend: the sentence-transformers model run by onnxruntime, without torch.
+
+Texts are tokenized by the model's own ``tokenizer.json`` (``tokenizers``, Rust),
+truncated to ``max_seq_length`` tokens with special tokens included, exactly as
+sentence-transformers does.  Batches are formed from texts sorted by token count,
+so little padding is computed.  The transformer's ``last_hidden_state`` is pooled
+as the model's ``1_Pooling/config.json`` says (mean over the attention mask for
+all-MiniLM-L6-v2) and L2-normalised.
+
+The fp32 graph gives the same vectors as the torch backend (mean cosine ≥ 0.9999,
+enforced by a test), so it has the same ``model_id`` and shares the embedding
+cache.  The optional int8 copy (``embedding.quantized``) does not, and has its own.
+
+Loading imports onnxruntime and tokenizers only (~0.15 s); torch is imported only
+when the model still has to be exported (``onnx_export.export_model``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.errors import EmbeddingError
+from codechunkd.indexer.embedder import Vectors, model_dimension, model_fingerprint
+from codechunkd.indexer.onnx_export import ModelLayout, cached_model, export_model, model_layout
+
+# sentence-transformers' pooling modes, in the order it concatenates them.
+_LEGACY_MODES = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+def pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:
+    """The pooling modes of a ``1_Pooling/config.json`` (old boolean keys or ``pooling_mode``)."""
+    mode = config.get("pooling_mode")
+    if isinstance(mode, str):
+        return (mode,)
+    if isinstance(mode, list):
+        return tuple(str(m) for m in mode)
+    modes = tuple(name for key, name in _LEGACY_MODES.items() if config.get(key))
+    return modes or ("mean",)
+
+
+def pool(
+    hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64], modes: Sequence[str]
+) -> npt.NDArray[np.float32]:
+    """Token vectors (batch, seq, dim) to one vector per text, as sentence-transformers pools."""
+    m = mask.astype(np.float32)[:, :, None]
+    lengths = np.clip(m.sum(axis=1), 1e-9, None)
+    parts: list[npt.NDArray[np.float32]] = []
+    for mode in modes:
+        if mode == "mean":
+            parts.append((hidden * m).sum(axis=1) / lengths)
+        elif mode == "mean_sqrt_len_tokens":
+            parts.append((hidden * m).sum(axis=1) / np.sqrt(lengths))
+        elif mode == "cls":
+            parts.append(hidden[:, 0])
+        elif mode == "max":
+            parts.append(np.where(m > 0, hidden, np.float32(-1e9)).max(axis=1))
+        elif mode == "lasttoken":
+            last = mask.sum(axis=1).astype(np.int64) - 1
+            parts.append(hidden[np.arange(hidden.shape[0]), np.clip(last, 0, None)])
+        elif mode == "weightedmean":
+            w = m * np.arange(1, hidden.shape[1] + 1, dtype=np.float32)[None, :, None]
+            parts.append((hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None))
+        else:
+            raise EmbeddingError(f"the onnx backend cannot reproduce pooling mode {mode!r}")
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    return np.asarray(out, dtype=np.float32)
+
+
+def normalize(vectors: npt.NDArray[np.float32]) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+
+class OnnxEmbedder:
+    """onnxruntime + tokenizers; exports the model on first use if no export is cached."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        self._settings = settings
+        self._fingerprint = model_fingerprint(settings.model)
+        base = f"{self._fingerprint}/seq{settings.max_seq_length}"
+        # fp32 vectors equal torch's (tested), so the id is torch's and the cache is shared.
+        self._id = f"{base}/onnx-int8" if settings.quantized else base
+        self._dim = model_dimension(settings.model)
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._layout: ModelLayout | None = None
+        self._inputs: tuple[str, ...] = ()
+
+    @property
+    def model_id(self) -> str:
+        return self._id
+
+    @property
+    def dimension(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed(["x"]).shape[1])
+        return self._dim
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    @property
+    def model_file(self) -> Path | None:
+        """The cached ``.onnx`` file this embedder runs, if it is exported."""
+        return cached_model(self._settings, self._fingerprint)
+
+    def load(self) -> None:
+        """Export if needed, then open the session and the tokenizer (idempotent)."""
+        with self._lock:
+            if self._session is not None:
+                return
+            path = self.model_file or export_model(self._settings)
+            layout = model_layout(self._settings.model)
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self._settings.threads
+                options.inter_op_num_threads = 1
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                options.log_severity_level = 3
+                session = ort.InferenceSession(
+                    str(path), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+                tokenizer = Tokenizer.from_file(str(layout.tokenizer_json))
+            except Exception as exc:
+                raise EmbeddingError(f"cannot load ONNX model {path}: {exc}") from exc
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=self._settings.max_seq_length)
+            self._inputs = tuple(i.name for i in session.get_inputs())
+            self._tokenizer = tokenizer
+            self._layout = layout
+            self._session = session
+
+    def unload(self) -> None:
+        with self._lock:
+            self._session = None
+            self._tokenizer = None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        self.load()
+        with self._lock:  # one run at a time: the session already uses settings.threads
+            session, tokenizer, layout = self._session, self._tokenizer, self._layout
+            assert layout is not None
+            unique = list(dict.fromkeys(texts))
+            prepared = [t.lower() for t in unique] if layout.do_lower_case else unique
+            try:
+                encodings = tokenizer.encode_batch(prepared)
+            except Exception as exc:
+                raise EmbeddingError(f"tokenizing failed: {exc}") from exc
+            modes = pooling_modes(layout.pooling)
+            order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+            rows: dict[int, Vectors] = {}
+            size = self._settings.batch_size
+            for start in range(0, len(order), size):
+                batch = order[start : start + size]
+                width = max(len(encodings[i].ids) for i in batch)
+                feed = {
+                    name: np.zeros((len(batch), width), dtype=np.int64) for name in self._inputs
+                }
+                for row, i in enumerate(batch):
+                    enc = encodings[i]
+                    n = len(enc.ids)
+                    feed["input_ids"][row, :n] = enc.ids
+                    feed["attention_mask"][row, :n] = 1
+                    if "token_type_ids" in feed:
+                        feed["token_type_ids"][row, :n] = enc.type_ids
+                try:
+                    (hidden,) = session.run(["last_hidden_state"], feed)
+                except Exception as exc:
+                    raise EmbeddingError(f"ONNX inference failed: {exc}") from exc
+                pooled = normalize(pool(hidden, feed["attention_mask"], modes))
+                for row, i in enumerate(batch):
+                    rows[i] = pooled[row]
+        index = {text: i for i, text in enumerate(unique)}
+        out = np.stack([rows[index[t]] for t in texts]).astype(np.float32, copy=False)
+        if self._dim is None:
+            self._dim = int(out.shape[1])
+        return out

@@ -1,0 +1,258 @@
+"""Export a sentence-transformers model to ONNX once, and find the exported copy.
+
+The export runs the model's transformer under torch (``torch.onnx.export``, the
+TorchScript exporter, opset 17, dynamic batch and sequence axes) and writes a graph
+that returns ``last_hidden_state``; pooling and normalisation are done by the
+caller in numpy from the model's own ``1_Pooling/config.json``.  It needs torch,
+transformers and onnx, and is the only place the ``onnx`` backend imports them:
+once a model is exported, running it imports none of them.
+
+Exports are cached by model fingerprint under ``embedding.onnx_dir`` (default
+``$XDG_CACHE_HOME/codechunkd/onnx``).  An export is written into a temporary
+directory beside its final place and renamed into it, with ``meta.json`` written
+last: a crash mid-export leaves only a ``.tmp-*`` directory, never a final
+directory that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.errors import EmbeddingError
+from codechunkd.indexer.tokens import model_path
+
+#: Bump when the exported graph changes shape or meaning: old exports are not reused.
+EXPORT_FORMAT = 1
+OPSET = 17
+MODEL_FILE = "model.onnx"
+QUANTIZED_FILE = "model.int8.onnx"
+META_FILE = "meta.json"
+
+_export_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelLayout:
+    """Where a sentence-transformers model keeps what the ONNX path needs."""
+
+    root: Path
+    """The model directory."""
+    transformer: Path
+    """Directory of the transformer module (weights, ``config.json``, ``tokenizer.json``)."""
+    pooling: dict[str, Any]
+    """The pooling module's config (``1_Pooling/config.json``); empty means mean pooling."""
+    do_lower_case: bool
+    """Whether sentence-transformers lowercases texts before tokenizing."""
+
+    @property
+    def tokenizer_json(self) -> Path:
+        for d in (self.transformer, self.root):
+            if (d / "tokenizer.json").is_file():
+                return d / "tokenizer.json"
+        raise EmbeddingError(f"no tokenizer.json in {self.root}: the onnx backend needs one")
+
+
+def model_layout(model: str) -> ModelLayout:
+    """Read ``modules.json``: a transformer, an optional pooling and normalize, nothing else."""
+    root = model_path(model)
+    if root is None:
+        raise EmbeddingError(
+            f"the onnx backend needs a local model directory, got {model!r}; "
+            "configure a path or use the torch backend"
+        )
+    transformer = root
+    pooling: dict[str, Any] = {}
+    modules_file = root / "modules.json"
+    modules: list[dict[str, Any]] = (
+        json.loads(modules_file.read_text()) if modules_file.is_file() else []
+    )
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        where = root / str(module.get("path", ""))
+        if kind == "Transformer":
+            transformer = where
+        elif kind == "Pooling":
+            pooling = json.loads((where / "config.json").read_text())
+        elif kind != "Normalize":
+            raise EmbeddingError(
+                f"model {model!r} has a {kind} module the onnx backend does not reproduce; "
+                "use the torch backend"
+            )
+    lower = False
+    for d in (transformer, root):
+        cfg = d / "sentence_bert_config.json"
+        if cfg.is_file():
+            lower = bool(json.loads(cfg.read_text()).get("do_lower_case", False))
+            break
+    return ModelLayout(root=root, transformer=transformer, pooling=pooling, do_lower_case=lower)
+
+
+def default_onnx_dir() -> Path:
+    value = os.environ.get("XDG_CACHE_HOME")
+    base = Path(value) if value else Path.home() / ".cache"
+    return base / "codechunkd" / "onnx"
+
+
+def onnx_dir(settings: EmbeddingSettings) -> Path:
+    """The directory that holds every cached export."""
+    return Path(settings.onnx_dir).expanduser() if settings.onnx_dir else default_onnx_dir()
+
+
+def export_dir(settings: EmbeddingSettings, fingerprint: str) -> Path:
+    """Cache directory of one model: its fingerprint, made safe as a file name."""
+    safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in fingerprint)
+    digest = hashlib.sha256(f"{fingerprint}|{EXPORT_FORMAT}|{OPSET}".encode()).hexdigest()[:8]
+    return onnx_dir(settings) / f"{safe}-{digest}"
+
+
+def cached_model(settings: EmbeddingSettings, fingerprint: str) -> Path | None:
+    """The exported ``.onnx`` file for these settings if a complete export is cached."""
+    folder = export_dir(settings, fingerprint)
+    name = QUANTIZED_FILE if settings.quantized else MODEL_FILE
+    if (folder / META_FILE).is_file() and (folder / name).is_file():
+        return folder / name
+    return None
+
+
+def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
+    """Export the configured model to ONNX (if not cached yet) and return the ``.onnx`` file.
+
+    This is what ``codechunkd model export`` runs.  It imports torch (seconds); the
+    ``onnx`` backend calls it by itself on first use when nothing is cached.  With
+    ``settings.quantized`` the int8 copy is made too.  ``force`` re-exports.
+    """
+    from codechunkd.indexer.embedder import model_fingerprint
+
+    fingerprint = model_fingerprint(settings.model)
+    with _export_lock:
+        if not force:
+            found = cached_model(settings, fingerprint)
+            if found is not None:
+                return found
+        final = export_dir(settings, fingerprint)
+        layout = model_layout(settings.model)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with _staging(final) as tmp:
+            if (final / MODEL_FILE).is_file() and (final / META_FILE).is_file() and not force:
+                shutil.copy2(final / MODEL_FILE, tmp / MODEL_FILE)
+            else:
+                _export_fp32(layout, tmp / MODEL_FILE)
+            if settings.quantized:
+                _quantize(tmp / MODEL_FILE, tmp / QUANTIZED_FILE)
+            meta = {
+                "model": settings.model,
+                "fingerprint": fingerprint,
+                "format": EXPORT_FORMAT,
+                "opset": OPSET,
+                "quantized": settings.quantized,
+            }
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        found = cached_model(settings, fingerprint)
+        if found is None:  # pragma: no cover - _staging either renames or raises
+            raise EmbeddingError(f"export of {settings.model!r} left no model in {final}")
+        return found
+
+
+@contextlib.contextmanager
+def _staging(final: Path) -> Iterator[Path]:
+    """A temporary directory beside ``final`` that replaces it atomically on success."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it 0700; the cache may be shared by a system unit
+    try:
+        yield tmp
+        for f in tmp.iterdir():
+            with f.open("rb") as fh:
+                os.fsync(fh.fileno())
+        old = final.with_name(f".{final.name}.old-{os.getpid()}-{threading.get_ident()}")
+        with contextlib.suppress(FileNotFoundError):
+            final.rename(old)  # a forced re-export, or a complete export lacking the int8 copy
+        try:
+            tmp.rename(final)
+        except OSError:
+            # Another process renamed its own complete export into place first.
+            if not (final / META_FILE).is_file():
+                raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _export_fp32(layout: ModelLayout, target: Path) -> None:
+    """Trace the transformer with torch and write the ONNX graph to ``target``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise EmbeddingError(f"exporting to ONNX needs torch and transformers: {exc}") from exc
+
+    try:
+        # Eager attention traces to plain ops; the example batch is padded so the
+        # traced graph keeps the attention-mask path.
+        model = AutoModel.from_pretrained(str(layout.transformer), attn_implementation="eager")
+        model.eval()
+        takes_types = "token_type_ids" in inspect.signature(model.forward).parameters
+
+        class LastHiddenState(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args: Any) -> Any:
+                names = ["input_ids", "attention_mask", "token_type_ids"][: len(args)]
+                return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state
+
+        ids = torch.full((2, 8), 100, dtype=torch.long)
+        mask = torch.ones_like(ids)
+        mask[1, 5:] = 0
+        inputs: tuple[Any, ...] = (ids, mask)
+        names = ["input_ids", "attention_mask"]
+        if takes_types:
+            inputs = (*inputs, torch.zeros_like(ids))
+            names.append("token_type_ids")
+        axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+        with warnings.catch_warnings(), torch.no_grad():
+            # The TorchScript exporter warns about itself and about traced shape checks;
+            # the exported graph is checked against sentence-transformers by the tests.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                LastHiddenState(model),
+                inputs,
+                str(target),
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+            )
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(f"cannot export {layout.root} to ONNX: {exc}") from exc
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Dynamic int8 quantization of the weights (onnxruntime's quantizer)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    except Exception as exc:
+        raise EmbeddingError(f"cannot quantize {source}: {exc}") from exc
