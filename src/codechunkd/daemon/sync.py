@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from itertools import zip_longest
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 
 import numpy as np
 import numpy.typing as npt
@@ -310,9 +310,7 @@ class Syncer:
 
     # -- one file -------------------------------------------------------------
 
-    def _index_file(
-        self, git: GitSource, version: FileVersion, report: SyncReport
-    ) -> Chunked:
+    def _index_file(self, git: GitSource, version: FileVersion, report: SyncReport) -> Chunked:
         """Read and chunk one file (a skip is a file with a reason and no chunks)."""
         assert version.blob is not None
         path = version.path
@@ -354,9 +352,7 @@ class Syncer:
         return Chunked(version=version, language=language, chunks=chunks)
 
     @staticmethod
-    def _skip(
-        version: FileVersion, reason: str, report: SyncReport
-    ) -> Chunked:
+    def _skip(version: FileVersion, reason: str, report: SyncReport) -> Chunked:
         report.skipped[reason] += 1
         return Chunked(version=version, language="", chunks=[], skip_reason=reason)
 

@@ -309,7 +309,8 @@ class GitSource:
         else:
             candidates: set[str] = set(since_dirty)
             if since != head.commit:
-                diff = self.repo.diff(old_tree, tree) if tree is not None else None
+                assert old_tree is not None
+                diff = old_tree.diff_to_tree(tree) if tree is not None else None
                 if diff is not None:
                     diff.find_similar(flags=DiffFind.FIND_RENAMES)
                     for delta in diff.deltas:
@@ -318,7 +319,6 @@ class GitSource:
                         if delta.status_char() == "R":
                             renames.append((delta.old_file.path, delta.new_file.path))
                 else:  # HEAD became unborn (orphan branch): every old path goes
-                    assert old_tree is not None
                     candidates.update(p for p, _, _ in self._walk(old_tree))
             for path in candidates:
                 versions[path] = self._tree_version(tree, path)

@@ -107,10 +107,17 @@ class SourceState:
 class IndexStore:
     """The tables of one index directory."""
 
-    def __init__(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        state_file: Path | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         import lancedb
 
         self.uri = uri
+        self.state_file = state_file
         if is_local(uri):
             Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         try:
@@ -119,7 +126,7 @@ class IndexStore:
                 read_consistency_interval=timedelta(0),
                 storage_options=dict(storage_options or {}),
             )
-        except Exception as exc:  # noqa: BLE001 - translate at the boundary
+        except Exception as exc:
             raise StoreError(f"cannot open index at {uri}: {exc}") from exc
         self._tables: dict[str, Any] = {}
 
@@ -208,7 +215,10 @@ class IndexStore:
 
     def chunk_keys(self, source: SourceId) -> list[dict[str, Any]]:
         cols = ["id", "path", "start_byte", "end_byte", "content_hash", "blob", "synthetic"]
-        return self._scan(S.CHUNKS, f"source = {quote(source)}", cols).to_pylist()
+        rows: list[dict[str, Any]] = self._scan(
+            S.CHUNKS, f"source = {quote(source)}", cols
+        ).to_pylist()
+        return rows
 
     def states(self) -> list[SourceState]:
         cols = [f.name for f in S.REPOS_SCHEMA]
@@ -296,7 +306,7 @@ class IndexStore:
                 )
             else:
                 tbl.delete(scope)
-        except Exception as exc:  # noqa: BLE001 - translate at the boundary
+        except Exception as exc:
             raise StoreError(f"writing {len(paths)} files to {self.uri} failed: {exc}") from exc
 
     def _chunk_rows(
@@ -400,11 +410,18 @@ class IndexStore:
         tbl = self._open(S.REPOS)
         data = pa.Table.from_pylist([row], schema=S.REPOS_SCHEMA)
         try:
-            tbl.merge_insert("source").when_matched_update_all().when_not_matched_insert_all().execute(
-                data
-            )
-        except Exception as exc:  # noqa: BLE001
+            tbl.merge_insert(
+                "source"
+            ).when_matched_update_all().when_not_matched_insert_all().execute(data)
+        except Exception as exc:
             raise StoreError(f"writing state of {src.repo} failed: {exc}") from exc
+        self.write_state_file()
+
+    def write_state_file(self) -> None:
+        """Mirror ``repos`` into ``state.json`` (atomically) for the fast ``status`` path."""
+        if self.state_file is None:
+            return
+        write_state_file(self.state_file, self.uri, self.states())
 
     def remove_source(self, source: SourceId) -> None:
         where = f"source = {quote(source)}"
@@ -418,7 +435,7 @@ class IndexStore:
             if name in self.table_names():
                 try:
                     self._open(name).optimize(cleanup_older_than=keep)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise StoreError(f"compacting {name} failed: {exc}") from exc
 
     def size_bytes(self) -> int | None:
@@ -426,3 +443,41 @@ class IndexStore:
             return None
         root = Path(self.uri.removeprefix("file://"))
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def state_to_json(state: SourceState) -> dict[str, Any]:
+    return {
+        "source": state.source.id,
+        "kind": str(state.source.kind),
+        "repo": state.source.repo,
+        "git_dir": state.source.git_dir,
+        "ref": state.source.ref,
+        "branch": state.branch,
+        "commit": state.commit,
+        "dirty": dict(state.dirty),
+        "pending": state.pending,
+        "embedding_model": state.embedding_model,
+        "files": state.files,
+        "chunks": state.chunks,
+        "updated_at": state.updated_at.isoformat() if state.updated_at else None,
+    }
+
+
+def write_state_file(path: Path, uri: str, states: Sequence[SourceState]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema_version": S.SCHEMA_VERSION,
+        "index": uri,
+        "sources": [state_to_json(s) for s in states],
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def read_state_file(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

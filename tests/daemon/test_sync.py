@@ -1,0 +1,222 @@
+"""The pipeline on real repositories: rows, idempotence, reuse, skips, git states."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from tests.conftest import Indexer, Repo
+
+from codechunkd.config import load_settings
+from codechunkd.errors import ModelMismatch
+
+PY = '''"""Settings helpers."""
+
+import os
+
+
+def load_settings(path):
+    """Read the settings file and apply environment overrides."""
+    with open(path) as f:
+        data = f.read()
+    return data
+
+
+class Store:
+    """Keeps rows."""
+
+    def put(self, row):
+        """Store one row."""
+        self.rows.append(row)
+
+    def get(self, key):
+        return self.rows[key]
+'''
+
+GO = """package main
+
+// Add returns the sum of two integers.
+func Add(a int, b int) int {
+	return a + b
+}
+"""
+
+MD = """# Title
+
+Intro text.
+
+## Install
+
+Run make.
+"""
+
+
+def _snapshot(ix: Indexer) -> set[tuple[str, int, int, str]]:
+    return {(r["path"], r["start_byte"], r["end_byte"], r["content_hash"]) for r in ix.rows()}
+
+
+def test_index_writes_rows_for_every_language(repo: Repo, indexer: Indexer) -> None:
+    repo.write("pkg/settings.py", PY)
+    repo.write("main.go", GO)
+    repo.write("README.md", MD)
+    repo.commit()
+    report = indexer.sync(repo.path)
+    assert report.added == 3 and report.deleted == 0
+    rows = indexer.rows()
+    symbols = {r["symbol"] for r in rows}
+    assert {"load_settings", "Store.put", "Add"} <= symbols
+    assert {r["path"] for r in rows} == {"pkg/settings.py", "main.go", "README.md"}
+    assert len({r["id"] for r in rows}) == len(rows)
+    state = indexer.store.state(report_source(repo))
+    assert state is not None and state.commit == repo.head() and state.pending is None
+
+
+def report_source(repo: Repo) -> str:
+    from codechunkd.indexer.changes import GitSource
+
+    return GitSource(repo.path).source.id
+
+
+def test_second_run_changes_nothing(repo: Repo, indexer: Indexer) -> None:
+    repo.write("a.py", PY)
+    repo.commit()
+    indexer.sync(repo.path)
+    before = sorted(r["id"] for r in indexer.rows())
+    report = indexer.sync(repo.path)
+    assert (report.added, report.changed, report.deleted, report.embedded) == (0, 0, 0, 0)
+    assert report.unchanged == 1
+    assert sorted(r["id"] for r in indexer.rows()) == before
+
+
+def test_editing_one_function_embeds_only_that_chunk(repo: Repo, indexer: Indexer) -> None:
+    repo.write("a.py", PY)
+    repo.commit()
+    indexer.sync(repo.path)
+    repo.write("a.py", PY.replace("return self.rows[key]", "return self.rows.get(key)"))
+    report = indexer.sync(repo.path)
+    assert report.changed == 1
+    assert 1 <= report.embedded <= 2  # the method (and the class header that lists it)
+    assert report.reused >= 3
+
+
+def test_branch_switch_and_back_embeds_nothing_on_the_way_back(
+    repo: Repo, indexer: Indexer
+) -> None:
+    repo.write("a.py", PY)
+    repo.write("b.go", GO)
+    repo.commit()
+    indexer.sync(repo.path)
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.write("a.py", PY.replace("Store", "Warehouse"))
+    repo.remove("b.go")
+    repo.write("c.md", MD)
+    repo.commit()
+    there = indexer.sync(repo.path)
+    assert there.changed == 1 and there.deleted == 1 and there.added == 1
+    repo.git("checkout", "-q", "main")
+    back = indexer.sync(repo.path)
+    assert back.embedded == 0
+    assert back.reused > 0
+    fresh = Indexer(
+        load_settings(env={}, overrides={"index.dir": str(repo.path.parent / "fresh")}),
+        indexer.syncer.embedder,
+    )
+    fresh.sync(repo.path)
+    assert _snapshot(indexer) == _snapshot(fresh)
+    fresh.close()
+
+
+def test_uncommitted_edits_and_untracked_files_are_indexed(repo: Repo, indexer: Indexer) -> None:
+    repo.write("a.py", PY)
+    repo.commit()
+    indexer.sync(repo.path)
+    repo.write("new.py", "def fresh_function():\n    return 42\n")
+    report = indexer.sync(repo.path)
+    assert report.added == 1
+    rows = [r for r in indexer.rows() if r["path"] == "new.py"]
+    assert rows and rows[0]["blob"] == repo.git("hash-object", "new.py")
+    repo.remove("new.py")
+    assert indexer.sync(repo.path).deleted == 1
+    assert not [r for r in indexer.rows() if r["path"] == "new.py"]
+
+
+def test_skips_are_counted_with_reasons(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    settings = load_settings(
+        env={"CODECHUNKD_FILES_MAX_FILE_SIZE": "2000"},
+        overrides={"index.dir": str(tmp_path / "ix")},
+    )
+    ix = Indexer(settings, embedder)
+    repo.write("a.py", "x = 1\n")
+    repo.write("img.png", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    repo.write("big.txt", "word " * 1000)
+    repo.write("latin1.txt", "caf\xe9\n".encode("latin-1"))
+    os.symlink("a.py", repo.path / "link.py")
+    repo.commit()
+    report = ix.sync(repo.path)
+    assert report.skipped == {"binary": 1, "too_large": 1, "symlink": 1}
+    assert report.replaced_utf8 == 1
+    assert {r["path"] for r in ix.rows()} == {"a.py", "latin1.txt"}
+    ix.close()
+
+
+def test_gitignore_change_moves_files_in_and_out(repo: Repo, indexer: Indexer) -> None:
+    repo.write("a.py", "a = 1\n")
+    repo.write("gen.py", "g = 1\n")
+    repo.write(".gitignore", "")
+    repo.commit(add=False)  # nothing tracked: a.py and gen.py are untracked files
+    indexer.sync(repo.path)
+    assert {"a.py", "gen.py"} <= {r["path"] for r in indexer.rows()}
+    repo.write(".gitignore", "gen.py\n")
+    indexer.sync(repo.path)
+    assert "gen.py" not in {r["path"] for r in indexer.rows()}
+    repo.write(".gitignore", "")
+    indexer.sync(repo.path)
+    assert "gen.py" in {r["path"] for r in indexer.rows()}
+
+
+def test_unborn_then_first_commit_then_detached(repo: Repo, indexer: Indexer) -> None:
+    repo.write("a.py", PY)
+    report = indexer.sync(repo.path)
+    assert report.commit is None and report.added == 1
+    c1 = repo.commit()
+    report = indexer.sync(repo.path)
+    assert report.commit == c1 and report.embedded == 0
+    repo.write("a.py", PY + "\n\ndef extra():\n    return 1\n")
+    repo.commit()
+    repo.git("checkout", "-q", "--detach", c1)
+    report = indexer.sync(repo.path)
+    assert report.branch == "HEAD" and report.commit == c1
+
+
+def test_interrupted_run_is_repaired(repo: Repo, indexer: Indexer) -> None:
+    """A state left pending (a crash mid-apply) makes the next run reconcile everything."""
+    repo.write("a.py", PY)
+    repo.write("b.py", "b = 1\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    state = indexer.store.state(report_source(repo))
+    assert state is not None
+    # what a crash after writing b.py's deletion but before the state leaves behind
+    from dataclasses import replace
+
+    from codechunkd.indexer.changes import GitSource
+
+    git = GitSource(repo.path)
+    repo.remove("b.py")
+    repo.write("c.py", "c = 1\n")
+    indexer.store.put_state(replace(state, pending="x" * 40))
+    head = git.head()
+    indexer.store.write_batch(git.source, head, [], ["b.py"], model_id="")
+    report = indexer.sync(repo.path)
+    assert report.full
+    assert {r["path"] for r in indexer.rows()} == {"a.py", "c.py"}
+    assert indexer.store.state(git.source.id).pending is None  # type: ignore[union-attr]
+
+
+def test_other_model_is_a_clear_error(repo: Repo, indexer: Indexer, settings) -> None:  # type: ignore[no-untyped-def]
+    repo.write("a.py", "a = 1\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    with pytest.raises(ModelMismatch, match="all-MiniLM"):
+        indexer.store.check_model("other-model", 768)
