@@ -113,6 +113,8 @@ class TorchEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 try:
                     import torch
                     from sentence_transformers import SentenceTransformer
@@ -158,4 +160,8 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
         from codechunkd.indexer.embed_onnx import OnnxEmbedder
 
         return OnnxEmbedder(settings)
+    if settings.backend == "remote":
+        from codechunkd.indexer.embed_remote import RemoteEmbedder
+
+        return RemoteEmbedder(settings)
     raise EmbeddingError(f"unknown embedding backend {settings.backend!r}")

@@ -1,0 +1,328 @@
+"""The ``remote`` backend: an OpenAI-compatible ``/v1/embeddings`` server.
+
+Works with anything that speaks that protocol (text-embeddings-inference, vLLM,
+Ollama, llama.cpp server, hosted APIs).  Texts go out in batches of
+``embedding.batch_size``, at most ``embedding.concurrency`` requests at a time.
+A 429, a 5xx, a timeout or a refused/reset connection is retried up to
+``embedding.retries`` times with exponential back-off (full jitter), waiting at
+least what a ``Retry-After`` header asks; any other 4xx fails at once.
+
+The server must answer with the configured model and one vector per text of the
+index's dimension (``embedding.remote_dimension``, or the first answer's): an
+answer that differs raises :class:`EndpointMismatch` instead of writing vectors
+of another model into the index.  Vectors are L2-normalised here, whatever the
+server does.  The model id (the embedding cache key) is ``remote:<model>``.
+
+The API key is read from the environment variable named by
+``embedding.api_key_env`` and sent as a bearer token; it is never logged and
+never part of an error message.  Only the standard library is used (``urllib``).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import numpy as np
+import structlog
+
+from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.errors import ConfigError, EmbeddingError
+from codechunkd.indexer.embedder import Vectors
+
+log = structlog.get_logger("codechunkd.embed_remote")
+
+#: Status codes worth another try: rate limited, or the server is (briefly) unwell.
+RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+class EndpointMismatch(EmbeddingError):
+    """The server answered with another model or dimension than the index's."""
+
+    def __init__(self, what: str, expected: object, found: object, url: str) -> None:
+        self.what = what
+        self.expected = expected
+        self.found = found
+        self.url = url
+        super().__init__(
+            f"embedding server {url} returned {what} {found!r}, expected {expected!r}; "
+            "configure the server's model (embedding.remote_model, embedding.remote_dimension) "
+            "or use another index directory"
+        )
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed later; ``delay`` is the server's Retry-After."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        self.reason = reason
+        self.delay = delay
+        super().__init__(reason)
+
+
+def _safe_url(url: str) -> str:
+    """The URL without user info or query, for logs and errors."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def retry_after(value: str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def _same_model(expected: str, found: str) -> bool:
+    """Servers echo the model name, sometimes with Ollama's implicit ``:latest`` tag."""
+
+    def strip(name: str) -> str:
+        return name.removesuffix(":latest")
+
+    return strip(expected) == strip(found)
+
+
+class RemoteEmbedder:
+    """Embeds through an OpenAI-compatible ``POST {remote_url}/embeddings``."""
+
+    def __init__(
+        self,
+        settings: EmbeddingSettings,
+        *,
+        environ: Mapping[str, str] | None = None,
+        backoff: float = 0.5,
+        max_delay: float = 60.0,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``backoff`` is the first retry's delay (doubling after); ``stop`` cuts waits short."""
+        if not settings.remote_url:
+            raise ConfigError(
+                "the remote embedding backend needs 'embedding.remote_url'",
+                key="embedding.remote_url",
+            )
+        if not settings.remote_model:
+            raise ConfigError(
+                "the remote embedding backend needs 'embedding.remote_model'",
+                key="embedding.remote_model",
+            )
+        for key, value in {
+            "embedding.timeout": settings.timeout,
+            "embedding.concurrency": settings.concurrency,
+        }.items():
+            if value <= 0:
+                raise ConfigError(f"setting {key!r} must be positive, got {value}", key=key)
+        if settings.retries < 0 or settings.remote_dimension < 0:
+            raise ConfigError("'embedding.retries' and 'embedding.remote_dimension' must be >= 0")
+        if urllib.parse.urlsplit(settings.remote_url).scheme not in {"http", "https"}:
+            raise ConfigError(
+                "'embedding.remote_url' must be an http(s) URL, "
+                f"got {_safe_url(settings.remote_url)!r}",
+                key="embedding.remote_url",
+            )
+        env = os.environ if environ is None else environ
+        self._key: str | None = None
+        if settings.api_key_env:
+            self._key = env.get(settings.api_key_env)
+            if not self._key:
+                raise ConfigError(
+                    f"environment variable {settings.api_key_env} (embedding.api_key_env) "
+                    "is not set",
+                    key="embedding.api_key_env",
+                )
+        self._settings = settings
+        self._endpoint = settings.remote_url.rstrip("/") + "/embeddings"
+        self._shown = _safe_url(self._endpoint)
+        self._dim: int | None = settings.remote_dimension or None
+        self._dim_lock = threading.Lock()
+        self._backoff = backoff
+        self._max_delay = max_delay
+        self._stop = stop or threading.Event()
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"RemoteEmbedder({self._shown!r}, model={self._settings.remote_model!r})"
+
+    @property
+    def model_id(self) -> str:
+        return f"remote:{self._settings.remote_model}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
+        size = self._settings.batch_size
+        batches = [unique[i : i + size] for i in range(0, len(unique), size)]
+        workers = min(self._settings.concurrency, len(batches))
+        if workers == 1:
+            parts = [self._embed_batch(b) for b in batches]
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="codechunkd-embed") as pool:
+                futures = [pool.submit(self._embed_batch, b) for b in batches]
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                failed = [f for f in futures if f in done and f.exception() is not None]
+                if failed:
+                    for f in futures:
+                        f.cancel()
+                    raise _first_error(failed)
+                parts = [f.result() for f in futures]
+        vectors = np.concatenate(parts)
+        index = {text: i for i, text in enumerate(unique)}
+        return vectors[[index[t] for t in texts]]
+
+    def _embed_batch(self, batch: list[str]) -> Vectors:
+        payload = json.dumps(
+            {"model": self._settings.remote_model, "input": batch, "encoding_format": "float"}
+        ).encode()
+        attempts = self._settings.retries + 1
+        for attempt in range(attempts):
+            try:
+                answer = self._post(payload)
+            except _Retryable as exc:
+                if self._stop.is_set():
+                    raise EmbeddingError("embedding cancelled: shutting down") from None
+                if attempt + 1 >= attempts:
+                    raise EmbeddingError(
+                        f"embedding server {self._shown} failed {attempt + 1} times, "
+                        f"last: {exc.reason}"
+                    ) from None
+                delay = self._delay(attempt, exc.delay)
+                log.warning(
+                    "embedding_retry",
+                    url=self._shown,
+                    reason=exc.reason,
+                    attempt=attempt + 1,
+                    delay_s=round(delay, 3),
+                )
+                if self._stop.wait(delay):
+                    raise EmbeddingError("embedding cancelled: shutting down") from None
+                continue
+            return self._vectors(answer, len(batch))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _delay(self, attempt: int, asked: float | None) -> float:
+        backoff = random.uniform(0.5, 1.0) * self._backoff * (2.0**attempt)
+        if asked is not None:
+            return min(max(asked, backoff), max(self._max_delay, asked))
+        return min(backoff, self._max_delay)
+
+    def _post(self, payload: bytes) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        # The scheme was checked to be http(s) in __init__.
+        request = urllib.request.Request(self._endpoint, data=payload, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=self._settings.timeout) as response:  # noqa: S310
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                detail = _error_detail(exc.read())
+                if exc.code in RETRYABLE:
+                    delay = retry_after(exc.headers.get("Retry-After"), self._clock())
+                    raise _Retryable(f"HTTP {exc.code} {detail}".strip(), delay) from None
+            raise EmbeddingError(
+                f"embedding server {self._shown} answered HTTP {exc.code}: {detail}"
+            ) from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise _Retryable(f"timed out after {self._settings.timeout} s") from None
+            if isinstance(exc.reason, OSError):
+                raise _Retryable(
+                    f"connection failed: {exc.reason.strerror or exc.reason}"
+                ) from None
+            raise EmbeddingError(f"embedding server {self._shown}: {exc.reason}") from None
+        except TimeoutError:
+            raise _Retryable(f"timed out after {self._settings.timeout} s") from None
+        except OSError as exc:
+            raise _Retryable(f"connection failed: {exc.strerror or exc}") from None
+        except http.client.HTTPException as exc:
+            raise _Retryable(f"broken answer: {type(exc).__name__}") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise _Retryable("the answer is not JSON") from None
+        if not isinstance(answer, dict):
+            raise EmbeddingError(f"embedding server {self._shown} answered {type(answer).__name__}")
+        return answer
+
+    def _vectors(self, answer: dict[str, Any], count: int) -> Vectors:
+        found_model = answer.get("model")
+        if (
+            isinstance(found_model, str)
+            and found_model
+            and not _same_model(self._settings.remote_model, found_model)
+        ):
+            raise EndpointMismatch("model", self._settings.remote_model, found_model, self._shown)
+        data = answer.get("data")
+        if not isinstance(data, list) or len(data) != count:
+            got = len(data) if isinstance(data, list) else "no"
+            raise EmbeddingError(
+                f"embedding server {self._shown} returned {got} vectors for {count} texts"
+            )
+        rows = sorted(data, key=lambda d: int(d.get("index", 0)))
+        try:
+            vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)
+        except (KeyError, TypeError, ValueError):
+            widths = sorted({len(r.get("embedding") or ()) for r in rows})
+            raise EndpointMismatch(
+                "vectors of dimensions", self._dim, widths, self._shown
+            ) from None
+        if vectors.ndim != 2:
+            raise EmbeddingError(f"embedding server {self._shown} returned malformed vectors")
+        with self._dim_lock:
+            if self._dim is None:
+                self._dim = int(vectors.shape[1])
+        if vectors.shape[1] != self._dim:
+            raise EndpointMismatch("dimension", self._dim, int(vectors.shape[1]), self._shown)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+
+def _error_detail(body: bytes) -> str:
+    """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened."""
+    text = body.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text.strip()[:200]
+    if isinstance(parsed, dict):
+        err = parsed.get("error", parsed)
+        if isinstance(err, dict):
+            return str(err.get("message", err))[:200]
+        return str(err)[:200]
+    return text.strip()[:200]
+
+
+def _first_error(failed: list[Future[Vectors]]) -> BaseException:
+    errors = [f.exception() for f in failed]
+    return next((e for e in errors if e is not None), EmbeddingError("embedding failed"))
