@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", help="only this kind (function, method, class, …)")
     _common(p)
 
+    p = sub.add_parser(
+        "verify", help="compare the index with a fresh chunking of the source (exit 1 on mismatch)"
+    )
+    p.add_argument("path", nargs="?", default=".", help="any folder inside the repository")
+    p.add_argument("--ref", help="verify this ref's source (bare mirrors)")
+    _common(p)
+
     p = sub.add_parser("status", help="what is indexed, and how fresh it is")
     p.add_argument("path", nargs="?", help="only the source containing this folder")
     _common(p)
@@ -151,6 +158,34 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from codechunkd.daemon.verify import verify
+    from codechunkd.indexer.changes import GitSource
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.store import IndexStore
+
+    settings = _settings(args)
+    git = GitSource(args.path, ref=args.ref)
+    report = verify(settings, IndexStore(IndexPaths.of(settings).uri), git)
+    if args.json:
+        _print_json(report.as_dict())
+    elif report.ok:
+        print(f"ok: {report.repo}: {report.files} files, {report.rows} rows match the source")
+    else:
+        print(
+            f"MISMATCH: {report.repo}: {len(report.missing)} rows missing, "
+            f"{len(report.extra)} extra, {len(report.stale_files)} stale files, "
+            f"{report.duplicate_ids} duplicate ids"
+        )
+        for path in report.stale_files[:20]:
+            print(f"  stale: {path}")
+        for p, start, end, _, _ in report.missing[:20]:
+            print(f"  missing: {p} [{start}:{end}]")
+        for p, start, end, _, _ in report.extra[:20]:
+            print(f"  extra: {p} [{start}:{end}]")
+    return 0 if report.ok else 1
 
 
 # -- search ---------------------------------------------------------------------
@@ -251,7 +286,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "status": cmd_status}
+COMMANDS = {
+    "index": cmd_index,
+    "search": cmd_search,
+    "status": cmd_status,
+    "verify": cmd_verify,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from itertools import zip_longest
 
 import numpy as np
@@ -21,9 +22,10 @@ import numpy.typing as npt
 import structlog
 
 from codechunkd.config.settings import Settings
-from codechunkd.indexer.changes import ChangeSet, Entry, FileVersion, GitSource, Matcher, blob_id
+from codechunkd.indexer.changes import ChangeSet, FileVersion, GitSource, Matcher, blob_id
 from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
 from codechunkd.indexer.embedder import Embedder
+from codechunkd.indexer.files import as_text, skip_reason_of_entry
 from codechunkd.indexer.languages import detect_language
 from codechunkd.indexer.summaries import EXTRACTIVE, extractive_summary
 from codechunkd.indexer.tokens import counter_for
@@ -31,8 +33,6 @@ from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
-
-BINARY_SNIFF = 8000
 
 
 @dataclass(slots=True)
@@ -162,9 +162,19 @@ class Syncer:
         if todo or deletes or state is None or self._state_moved(state, changes):
             self.store.put_state(self._state(git, state, changes, pending=False))
         self.cache.evict()
+        self.upkeep()
         report.seconds = time.monotonic() - started
         log.info("sync_done", **report.as_dict())
         return report
+
+    def upkeep(self, *, force: bool = False) -> bool:
+        """Compact the tables when writes have fragmented them (the writer, between batches)."""
+        if not force and self.store.fragments() < self.settings.index.compact_fragments:
+            return False
+        t0 = time.monotonic()
+        self.store.compact(timedelta(hours=self.settings.index.keep_versions_hours))
+        log.info("tables_compacted", ms=round((time.monotonic() - t0) * 1000))
+        return True
 
     def _change_set(
         self,
@@ -314,27 +324,22 @@ class Syncer:
         """Read and chunk one file (a skip is a file with a reason and no chunks)."""
         assert version.blob is not None
         path = version.path
-        if version.entry is Entry.SUBMODULE:
-            return self._skip(version, "submodule", report)
-        if version.entry is Entry.SYMLINK:
-            return self._skip(version, "symlink", report)
+        reason = skip_reason_of_entry(version.entry)
+        if reason:
+            return self._skip(version, reason, report)
         try:
-            data = git.read(version)
+            raw = git.read(version)
         except OSError:  # vanished between status and read: the next event redoes it
             return self._skip(version, "unreadable", report)
         if version.dirty:
-            blob = blob_id(data)
+            blob = blob_id(raw)
             if blob != version.blob:
                 version = FileVersion(path=path, blob=blob, entry=version.entry, dirty=True)
-        if len(data) > self.settings.files.max_file_size:
-            return self._skip(version, "too_large", report)
-        if b"\0" in data[:BINARY_SNIFF]:
-            return self._skip(version, "binary", report)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            data = text.encode("utf-8")
+        text = as_text(raw, max_size=self.settings.files.max_file_size)
+        if isinstance(text, str):
+            return self._skip(version, text, report)
+        data = text.data
+        if text.replaced:
             report.replaced_utf8 += 1
             log.info("decoded_with_replacement", path=path, reason="not valid UTF-8")
         language = detect_language(path, data[:256], self.settings.chunking.extensions)

@@ -429,6 +429,12 @@ class IndexStore:
             if name in self.table_names():
                 self._open(name).delete(where)
 
+    def fragments(self) -> int:
+        """Data fragments of ``chunks`` (each write adds at least one)."""
+        if not self.has_chunks():
+            return 0
+        return int(self._open(S.CHUNKS).stats()["fragment_stats"]["num_fragments"])
+
     def compact(self, keep: timedelta) -> None:
         """Merge small fragments and drop versions older than ``keep`` (writer only)."""
         for name in (S.CHUNKS, S.FILES, S.REPOS):

@@ -1,0 +1,5 @@
+"""``python -m codechunkd`` runs the CLI."""
+
+from codechunkd.cli import main
+
+main()
