@@ -1,0 +1,519 @@
+"""The syntax-aware splitter: definitions as units, cAST recursion for what is too big.
+
+The splitter never copies text around: it chooses *cut points* in the file.  A
+region (the whole file, a class body, an oversized node) is tiled by
+segments that start at a unit's first byte; each segment becomes one leaf
+piece, trimmed of surrounding whitespace.  Every byte of the region lies in
+exactly one segment, so the coverage invariant holds by construction, and a
+piece's text is always an exact span of the file.
+
+Units are the children of the region's node.  A definition (with its leading
+comments and decorators) is a unit of its own; everything else is glue,
+merged greedily with its neighbours up to the budget.  A unit over the budget
+is split at its own children, recursively (cAST); a node without children
+is split at line breaks, and a single line at whitespace.
+
+The recursion is driven by an explicit stack, so deep nesting never reaches
+Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from tree_sitter import Node
+
+from codechunkd.indexer.rules import DefSpec, Rules, body_of, name_of
+
+__all__ = ["Anchor", "CodeSplitter", "Piece", "line_cuts", "nws_size"]
+
+_WS: Final = b" \t\r\n\f\v"
+# Non-whitespace *characters*: drop ASCII whitespace and UTF-8 continuation bytes.
+_NOT_COUNTED: Final = _WS + bytes(range(0x80, 0xC0))
+_MAX_DEPTH: Final = 400
+_WORD: Final = re.compile(rb"[^ \t\r\n\f\v]+")
+
+
+def nws_size(data: bytes) -> int:
+    """Non-whitespace characters of UTF-8 ``data`` (the unit of the content budget)."""
+    return len(data.translate(None, _NOT_COUNTED))
+
+
+Scope = tuple[tuple[str, str, str], ...]
+"""Enclosing definitions, outermost first: (kind, name, mode)."""
+
+
+@dataclass(slots=True, eq=False)
+class Anchor:
+    """Stands for the piece that will represent a split definition once it exists."""
+
+    target: Piece | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Piece:
+    """A chunk before its text, lines and ids are computed."""
+
+    start: int
+    end: int
+    kind: str
+    symbol: str
+    scope: Scope
+    parent: Piece | Anchor | None
+    synthetic_text: str | None = None
+    defn: Node | None = None
+    comments: tuple[Node, ...] = ()
+    part: int = 0
+    names: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class _Unit:
+    start: int
+    end: int
+    node: Node
+    defn: Node | None
+    spec: DefSpec | None
+    size: int
+    comments: tuple[Node, ...] = ()
+
+
+@dataclass(slots=True)
+class _Ctx:
+    scope: Scope
+    parent: Piece | Anchor | None
+    glue_kind: str
+    glue_symbol: str
+    depth: int
+
+
+@dataclass(slots=True, eq=False)
+class _Seg:
+    kind: str  # "glue", "def", "big"
+    units: list[_Unit] = field(default_factory=list)
+    size: int = 0
+
+
+def line_cuts(src: bytes, a: int, b: int, budget: int) -> list[int]:
+    """Cut points inside ``[a, b)``: at line breaks, and at whitespace inside over-long lines."""
+    cuts: list[int] = []
+    size = 0
+    pos = a
+    while pos < b:
+        nl = src.find(b"\n", pos, b)
+        line_end = b if nl < 0 else nl + 1
+        s = nws_size(src[pos:line_end])
+        if s > budget:
+            if size and pos > a:
+                cuts.append(pos)
+            _word_cuts(src, pos, line_end, budget, cuts)
+            if line_end < b:
+                cuts.append(line_end)
+            size = 0
+        elif size + s > budget:
+            if pos > a:
+                cuts.append(pos)
+            size = s
+        else:
+            size += s
+        pos = line_end
+    return cuts
+
+
+def _word_cuts(src: bytes, a: int, b: int, budget: int, cuts: list[int]) -> None:
+    """Greedy cuts at whitespace inside one line; a word longer than the budget stays whole."""
+    size = 0
+    for m in _WORD.finditer(src, a, b):
+        w = nws_size(m.group())
+        if size and size + w > budget:
+            cuts.append(m.start())
+            size = 0
+        size += w
+
+
+class CodeSplitter:
+    """Splits one parsed file into :class:`Piece` objects (see the module docstring)."""
+
+    def __init__(self, src: bytes, rules: Rules, budget: int, *, merge_siblings: bool) -> None:
+        self.src = src
+        self.rules = rules
+        self.budget = max(1, budget)
+        self.merge = merge_siblings or rules.merge_defs
+        self.out: list[Piece] = []
+        self._stack: list[Callable[[], None]] = []
+
+    # -- entry points -----------------------------------------------------------------
+
+    def split_tree(self, root: Node, *, kind: str = "module") -> list[Piece]:
+        """Pieces of the whole file, in file order (synthetic pieces before their members)."""
+        ctx = _Ctx((), None, kind, "", 0)
+        n = len(self.src)
+        children = root.children
+        if not children:
+            self._lines(0, n, ctx)
+        else:
+            self._layout(self._units(children), 0, n, ctx)
+        self._run()
+        return self.out
+
+    def split_children(
+        self, children: list[Node], a: int, b: int, *, kind: str, symbol: str
+    ) -> None:
+        """Append the pieces of a region ``[a, b)`` made of ``children`` (no scope)."""
+        self._layout(self._units(children), a, b, _Ctx((), None, kind, symbol, 0))
+        self._run()
+
+    def _run(self) -> None:
+        stack = self._stack
+        while stack:
+            stack.pop()()
+
+    def _size(self, a: int, b: int) -> int:
+        return len(self.src[a:b].translate(None, _NOT_COUNTED))
+
+    # -- units -------------------------------------------------------------------------
+
+    def _units(self, children: Iterable[Node]) -> list[_Unit]:
+        rules = self.rules
+        attached = rules.attached
+        src = self.src
+        units: list[_Unit] = []
+        pending: list[Node] = []
+        prev_end = -1
+        todo = list(children)
+        todo.reverse()
+        while todo:
+            c = todo.pop()
+            t = c.type
+            if t == "ERROR" and c.child_count:
+                # syntax error: tree-sitter's recovered pieces are units of their own
+                todo.extend(reversed(c.children))
+                continue
+            if t in attached:
+                if prev_end >= 0 and src.count(b"\n", prev_end, c.start_byte) == 0:
+                    # a trailing comment on the line of the code before it
+                    units.append(self._glue(c))
+                else:
+                    pending.append(c)
+                continue
+            spec = rules.spec(c)
+            defn: Node | None = c if spec is not None else None
+            if spec is None and t in rules.wrappers:
+                defn = rules.unwrap(c)
+                if defn is not None:
+                    spec = rules.spec(defn)
+            if spec is not None and defn is not None:
+                k = len(pending)
+                pos = c.start_byte
+                while k > 0 and src.count(b"\n", max(pending[k - 1].end_byte - 1, 0), pos) <= 1:
+                    k -= 1
+                    pos = pending[k].start_byte
+                for p in pending[:k]:
+                    units.append(self._glue(p))
+                comments = tuple(pending[k:])
+                start = comments[0].start_byte if comments else c.start_byte
+                units.append(
+                    _Unit(start, c.end_byte, c, defn, spec, self._size(start, c.end_byte), comments)
+                )
+            else:
+                for p in pending:
+                    units.append(self._glue(p))
+                units.append(self._glue(c))
+            pending = []
+            prev_end = c.end_byte
+        for p in pending:
+            units.append(self._glue(p))
+        return units
+
+    def _glue(self, c: Node) -> _Unit:
+        return _Unit(c.start_byte, c.end_byte, c, None, None, self._size(c.start_byte, c.end_byte))
+
+    def _expand(self, u: _Unit) -> list[Node]:
+        """The children that make up a definition unit, with its body opened."""
+        out: list[Node] = list(u.comments)
+        assert u.defn is not None
+        self._flatten_to(u.node, u.defn, out, 0)
+        return out
+
+    def _flatten_to(self, node: Node, target: Node, out: list[Node], depth: int) -> None:
+        if node.id == target.id or depth > 6:
+            body = body_of(target)
+            body_id = body.id if body is not None else -1
+            flatten = self.rules.flatten
+            for c in node.children:
+                if c.id == body_id:
+                    for b in c.children:
+                        if b.type in flatten:
+                            out.extend(b.children)
+                        else:
+                            out.append(b)
+                else:
+                    out.append(c)
+            return
+        done = False
+        for c in node.children:
+            if (
+                not done
+                and c.start_byte <= target.start_byte
+                and target.end_byte <= c.end_byte
+                and (c.id == target.id or c.child_count > 0)
+            ):
+                self._flatten_to(c, target, out, depth + 1)
+                done = True
+            else:
+                out.append(c)
+
+    # -- layout ------------------------------------------------------------------------
+
+    def _mergeable(self, u: _Unit) -> bool:
+        spec = u.spec
+        return (
+            self.merge
+            and spec is not None
+            and spec.mode in ("leaf", "nest")
+            and u.size <= self.budget
+        )
+
+    def _layout(self, units: list[_Unit], lo: int, hi: int, ctx: _Ctx) -> None:
+        """Tile ``[lo, hi)`` with segments of ``units`` and schedule them, in order."""
+        budget = self.budget
+        segs: list[_Seg] = []
+        cur: _Seg | None = None
+        for u in units:
+            if u.spec is not None and not self._mergeable(u):
+                cur = None
+                segs.append(_Seg("def", [u], u.size))
+                continue
+            if u.spec is None and not u.node.is_named and segs:
+                last = segs[-1]
+                if last.kind != "big" and last.size + u.size <= budget:
+                    last.units.append(u)
+                    last.size += u.size
+                    continue
+            if u.size > budget:
+                cur = None
+                segs.append(_Seg("big", [u], u.size))
+                continue
+            if cur is None or cur.size + u.size > budget:
+                cur = _Seg("glue")
+                segs.append(cur)
+            cur.units.append(u)
+            cur.size += u.size
+        if not segs:
+            self._stack.append(lambda: self._leaf(lo, hi, ctx))
+            return
+        tasks: list[Callable[[], None]] = []
+        for i, seg in enumerate(segs):
+            a = lo if i == 0 else seg.units[0].start
+            b = hi if i == len(segs) - 1 else segs[i + 1].units[0].start
+            tasks.append(self._task(seg, a, b, ctx))
+        self._stack.extend(reversed(tasks))
+
+    def _task(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> Callable[[], None]:
+        if seg.kind == "glue":
+            return lambda: self._glue_piece(seg, a, b, ctx)
+        if seg.kind == "big":
+            return lambda: self._split_node(seg.units[0].node, a, b, ctx)
+        return lambda: self._definition(seg.units[0], a, b, ctx)
+
+    def _leaf(self, a: int, b: int, ctx: _Ctx) -> None:
+        if self._size(a, b) > self.budget:
+            # text between the children (a string's content) was not counted in the units
+            bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
+            if len(bounds) > 2:
+                for i in range(len(bounds) - 1):
+                    self.out.append(
+                        Piece(
+                            bounds[i],
+                            bounds[i + 1],
+                            ctx.glue_kind,
+                            ctx.glue_symbol,
+                            ctx.scope,
+                            ctx.parent,
+                        )
+                    )
+                return
+        self.out.append(Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent))
+
+    def _glue_piece(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> None:
+        defs = [u for u in seg.units if u.spec is not None]
+        if not defs:
+            self._leaf(a, b, ctx)
+            return
+        names = tuple(name_of(u.defn) for u in defs if u.defn is not None)
+        if len(defs) == 1 and all(u is defs[0] or not u.node.is_named for u in seg.units):
+            u = defs[0]
+            assert u.spec is not None and u.defn is not None
+            kind, symbol = self._kind_symbol(u.spec, names[0], ctx.scope)
+            self.out.append(
+                Piece(a, b, kind, symbol, ctx.scope, ctx.parent, defn=u.defn, comments=u.comments)
+            )
+            return
+        symbols = tuple(self._qualify(ctx.scope, n) for n in names if n)
+        piece = Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent, names=symbols)
+        self.out.append(piece)
+
+    def _split_node(self, node: Node, a: int, b: int, ctx: _Ctx) -> None:
+        inner = _Ctx(ctx.scope, ctx.parent, ctx.glue_kind, ctx.glue_symbol, ctx.depth + 1)
+        if node.child_count == 0 or ctx.depth >= _MAX_DEPTH:
+            self._lines(a, b, inner)
+            return
+        self._layout(self._units(node.children), a, b, inner)
+
+    def _lines(self, a: int, b: int, ctx: _Ctx) -> None:
+        bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
+        for i in range(len(bounds) - 1):
+            self.out.append(
+                Piece(
+                    bounds[i], bounds[i + 1], ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent
+                )
+            )
+
+    # -- definitions -------------------------------------------------------------------
+
+    def _qualify(self, scope: Scope, name: str) -> str:
+        names = [n for _, n, _ in scope if n]
+        if name:
+            names.append(name)
+        return self.rules.separator.join(names)
+
+    def _kind_symbol(self, spec: DefSpec, name: str, scope: Scope) -> tuple[str, str]:
+        kind = spec.kind
+        if kind == "function" and scope and scope[-1][2] == "class":
+            kind = "method"
+        return kind, self._qualify(scope, name)
+
+    def _definition(self, u: _Unit, a: int, b: int, ctx: _Ctx) -> None:
+        spec = u.spec
+        defn = u.defn
+        assert spec is not None and defn is not None
+        name = name_of(defn)
+        kind, symbol = self._kind_symbol(spec, name, ctx.scope)
+        inner_scope: Scope = ctx.scope
+        if spec.kind and (name or spec.mode != "scope"):
+            inner_scope = (*ctx.scope, (kind, name, spec.mode))
+        depth = ctx.depth + 1
+        units: list[_Unit] | None = None
+        if spec.mode in ("class", "scope"):
+            units = self._units(self._expand(u))
+            if any(x.spec is not None and x.spec.kind for x in units):
+                parent = ctx.parent
+                if spec.mode == "class":
+                    header = Piece(
+                        a,
+                        b,
+                        kind,
+                        symbol,
+                        ctx.scope,
+                        ctx.parent,
+                        synthetic_text=self._header_text(u, units),
+                        defn=defn,
+                        comments=u.comments,
+                    )
+                    self.out.append(header)
+                    parent = header
+                glue_kind = "block" if spec.mode == "class" else ctx.glue_kind
+                glue_symbol = symbol if spec.mode == "class" else ctx.glue_symbol
+                self._layout(units, a, b, _Ctx(inner_scope, parent, glue_kind, glue_symbol, depth))
+                return
+        if self._size(a, b) <= self.budget:
+            self.out.append(
+                Piece(a, b, kind, symbol, ctx.scope, ctx.parent, defn=defn, comments=u.comments)
+            )
+            return
+        # Over the budget: cAST recursion; the first piece stands for the definition.
+        if units is None:
+            units = self._units(self._expand(u))
+        anchor = Anchor()
+        first = len(self.out)
+        glue_kind = kind if spec.mode == "nest" else "block"
+        inner = _Ctx(inner_scope, anchor, glue_kind, symbol, depth)
+
+        def finish() -> None:
+            for i in range(first, len(self.out)):
+                p = self.out[i]
+                if p.synthetic_text is None and p.parent is anchor and p.defn is None:
+                    p.kind = kind
+                    p.symbol = symbol
+                    p.defn = defn
+                    p.comments = u.comments
+                    p.parent = ctx.parent
+                    p.scope = ctx.scope
+                    p.part = 1
+                    anchor.target = p
+                    break
+            part = 2
+            for i in range(first, len(self.out)):
+                p = self.out[i]
+                if p.parent is anchor and p.defn is None and p.synthetic_text is None:
+                    p.part = part
+                    part += 1
+
+        self._stack.append(finish)
+        self._layout(units, a, b, inner)
+
+    def _header_text(self, u: _Unit, units: list[_Unit]) -> str:
+        """A class header: its own text with each member definition cut to its signature."""
+        src = self.src
+        parts: list[bytes] = []
+        pos = u.start
+        for x in units:
+            if x.spec is None or x.defn is None or not x.spec.kind:
+                continue
+            sig_start = x.node.start_byte
+            parts.append(src[pos:sig_start])
+            parts.append(_signature_bytes(src, x.defn, sig_start, elide=True))
+            pos = x.end
+        parts.append(src[pos : u.end])
+        text = b"".join(parts)
+        if nws_size(text) > self.budget:
+            text = _truncate(text, self.budget)
+        return text.decode("utf-8", "replace")
+
+
+def _signature_bytes(src: bytes, defn: Node, start: int, *, elide: bool) -> bytes:
+    body = body_of(defn)
+    if body is None or body.start_byte <= start:
+        end = defn.end_byte
+        nl = src.find(b"\n", start, end)
+        if elide and nl >= 0:
+            return src[start:nl].rstrip() + b" ..."
+        return src[start:end].rstrip()
+    end = body.start_byte
+    for c in defn.children:
+        if c.start_byte >= body.start_byte:
+            break
+        if not c.type.endswith("comment"):
+            end = c.end_byte
+    sig = src[start : max(end, start)].rstrip()
+    if not elide:
+        return sig
+    if src[body.start_byte : body.start_byte + 1] == b"{":
+        return sig + b" { ... }"
+    return sig + b" ..."
+
+
+def signature_text(src: bytes, defn: Node, start: int | None = None) -> str:
+    """The declaration line(s) of a definition, without its body (multi-line parameters kept)."""
+    raw = _signature_bytes(src, defn, defn.start_byte if start is None else start, elide=False)
+    text = raw.decode("utf-8", "replace").rstrip()
+    if body_of(defn) is None:
+        first = text.split("\n", 1)[0]
+        return first.rstrip().rstrip("{;").rstrip()
+    return text.rstrip("{:;").rstrip()
+
+
+def _truncate(text: bytes, budget: int) -> bytes:
+    out: list[bytes] = []
+    size = 0
+    for line in text.splitlines(keepends=True):
+        s = nws_size(line)
+        if size + s > budget - 3:
+            out.append(b"    ...\n")
+            break
+        out.append(line)
+        size += s
+    return b"".join(out)

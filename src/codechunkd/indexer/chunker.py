@@ -1,0 +1,309 @@
+"""Syntax-aware chunks of one file.
+
+``chunk(path, source)`` needs no repository, no index and no embedding model
+(the tokenizer is enough).  The rules, in short:
+
+- **Units are definitions.**  Each function and method is one chunk when it
+  fits the content budget; sibling definitions are never merged unless
+  ``ChunkingSettings.merge_siblings`` is set.  A class (struct, impl, trait,
+  interface, …) with member definitions becomes a *synthetic* header chunk
+  (its own text with every member cut to its signature) plus one chunk per
+  member; the rest of the class body (class line, docstring, attributes) is
+  covered by ordinary ``block`` chunks.  Leading comments, doc comments,
+  decorators and attributes stay with the definition after them.
+- **Glue** (imports, constants, top-level statements) is merged greedily, in
+  file order, up to the budget (``module`` chunks at top level, ``block``
+  chunks inside a definition).
+- **Over the budget**, a node is split at its children, recursively, merging
+  adjacent small pieces (cAST).  A node without children is cut at line
+  breaks; only a line longer than the budget is cut, at whitespace, and a
+  single word longer than the budget is left whole (the only way a leaf
+  chunk exceeds the budget).  The first piece of a split definition keeps its
+  kind and symbol; the others are ``block`` chunks whose parent it is.
+- **Budget** is counted in non-whitespace characters (ASCII whitespace is
+  not counted), so indentation style does not change chunk boundaries.
+- **Coverage**: every byte of the file that is not ASCII whitespace lies in
+  exactly one non-synthetic chunk, and ``content == source[start_byte:end_byte]``.
+- **Prose and data**: Markdown and reStructuredText by heading sections (the
+  heading path is the symbol, ``Install > Linux``); JSON, YAML and TOML by
+  keys and tables, recursively, merged up to the budget; plain text by
+  paragraphs, then lines.
+
+Kinds: ``module``, ``block``, ``function``, ``method``, ``class``, ``struct``,
+``interface``, ``trait``, ``impl``, ``enum``, ``type``, …, ``section``, ``key``,
+``table``, ``text``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import inspect
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from tree_sitter import Node, Parser
+
+from codechunkd.config.settings import ChunkingSettings
+from codechunkd.indexer._chunk_code import Anchor, CodeSplitter, Piece, signature_text
+from codechunkd.indexer._chunk_text import split_rst, split_text
+from codechunkd.indexer.languages import TEXT, detect_language, get_language, has_grammar
+from codechunkd.indexer.rules import Rules, body_of, name_of, rules_for
+from codechunkd.types import ContentHash
+
+__all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "content_hash"]
+
+CountTokens = Callable[[Sequence[str]], list[int]]
+
+#: Bump when chunk boundaries or embed texts change: indexed rows are rebuilt.
+CHUNKER_VERSION = 1
+
+
+def content_hash(text: str) -> ContentHash:
+    """sha256 hex digest of a text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chunk:
+    """One chunk of one file."""
+
+    id: str
+    """Deterministic id, unique within the file: same file bytes, same ids."""
+    path: str
+    """Path of the file, relative to the repository root, with ``/`` separators."""
+    language: str
+    """Language name (``python``, ``markdown``, ``text``, …)."""
+    kind: str
+    """``module``, ``class``, ``function``, ``method``, ``block``, ``section``, ``text``, …"""
+    symbol: str
+    """Qualified name (``DataLoader.load``), or ``""`` for anonymous code."""
+    parent_id: str | None
+    """``id`` of the enclosing chunk (a method's class, a definition's module), if any."""
+    start_line: int
+    """First line, 1-based."""
+    end_line: int
+    """Last line, 1-based, inclusive."""
+    start_byte: int
+    end_byte: int
+    """Byte span: ``content == source[start_byte:end_byte].decode()`` unless synthetic."""
+    content: str
+    """The text a reader gets back."""
+    content_hash: ContentHash
+    """sha256 of ``content``."""
+    token_count: int
+    """Tokens of ``embed_text`` as the embedding model's tokenizer counts them."""
+    signature: str
+    """Declaration line(s) of a definition, ``""`` otherwise."""
+    docstring: str
+    """The definition's docstring or doc comment, ``""`` when it has none."""
+    embed_text: str
+    """What the embedding model reads: a short context header in words, then the content."""
+    synthetic: bool = False
+    """True for a chunk that is not a contiguous span of the file (e.g. a class header)."""
+    names: tuple[str, ...] = ()
+    """Qualified names of the definitions in the chunk (for the full-text index)."""
+    part: int = 0
+    """For a definition split over several chunks: 1, 2, … in file order; 0 when whole."""
+
+
+_WS: Final = b" \t\r\n\f\v"
+_NEWLINE: Final = re.compile(b"\n")
+_COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
+_STR_PREFIX: Final = re.compile(r"^[rRbBuUfF]*")
+_local = threading.local()
+
+
+def _parser(language: str) -> Parser:
+    parsers: dict[str, Parser] | None = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    p = parsers.get(language)
+    if p is None:
+        p = parsers[language] = Parser(get_language(language))
+    return p
+
+
+def chunk(
+    path: str,
+    source: bytes,
+    settings: ChunkingSettings | None = None,
+    *,
+    language: str | None = None,
+    count_tokens: CountTokens | None = None,
+) -> list[Chunk]:
+    """Chunks of one file, in file order (synthetic chunks before their children)."""
+    settings = settings if settings is not None else ChunkingSettings()
+    lang = language or detect_language(path, source[:256], settings.extensions)
+    if not source.strip(_WS):
+        return []
+    budget = max(1, settings.budget)
+    rules = rules_for(lang)
+    if lang == TEXT or not has_grammar(lang):
+        lang = TEXT if lang != TEXT and not has_grammar(lang) else lang
+        pieces = split_text(source, budget)
+    else:
+        tree = _parser(lang).parse(source)
+        if lang == "rst":
+            pieces = split_rst(source, tree.root_node, budget)
+        else:
+            splitter = CodeSplitter(source, rules, budget, merge_siblings=settings.merge_siblings)
+            kind = "section" if lang == "markdown" else "module"
+            pieces = splitter.split_tree(tree.root_node, kind=kind)
+    return _finish(path, source, lang, rules, pieces, count_tokens)
+
+
+def _finish(
+    path: str,
+    src: bytes,
+    language: str,
+    rules: Rules,
+    pieces: list[Piece],
+    count_tokens: CountTokens | None,
+) -> list[Chunk]:
+    newlines = [m.start() for m in _NEWLINE.finditer(src)]
+    ids: dict[int, str | None] = {}
+    seen: dict[tuple[str, str], int] = {}
+    rows: list[dict[str, object]] = []
+    module_id: str | None = None
+    kept: list[Piece] = []
+    for p in pieces:
+        a, b = p.start, p.end
+        seg = src[a:b]
+        stripped = seg.strip(_WS)
+        if not stripped:
+            ids[id(p)] = None
+            continue
+        a += len(seg) - len(seg.lstrip(_WS))
+        b = a + len(stripped)
+        text = (
+            p.synthetic_text
+            if p.synthetic_text is not None
+            else stripped.decode("utf-8", "replace")
+        )
+        chash = content_hash(text)
+        key = (p.kind, chash)
+        occ = seen.get(key, 0)
+        seen[key] = occ + 1
+        cid = hashlib.sha256(f"{path}\0{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
+        ids[id(p)] = cid
+        if module_id is None and p.kind == "module" and p.synthetic_text is None:
+            module_id = cid
+        signature = docstring = ""
+        name = ""
+        if p.defn is not None:
+            name = name_of(p.defn)
+            sig_start = p.defn.start_byte
+            signature = signature_text(src, p.defn, sig_start)
+            docstring = _docstring(p.defn, p.comments, rules)
+        names = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
+        rows.append(
+            {
+                "id": cid,
+                "path": path,
+                "language": language,
+                "kind": p.kind,
+                "symbol": p.symbol,
+                "start_line": bisect.bisect_left(newlines, a) + 1,
+                "end_line": bisect.bisect_left(newlines, b - 1) + 1,
+                "start_byte": a,
+                "end_byte": b,
+                "content": text,
+                "content_hash": chash,
+                "signature": signature,
+                "docstring": docstring,
+                "embed_text": _header(p, name, path) + "\n" + text,
+                "synthetic": p.synthetic_text is not None,
+                "names": names,
+                "part": p.part,
+            }
+        )
+        kept.append(p)
+    counter = count_tokens
+    if counter is None:
+        from codechunkd.indexer.tokens import counter_for
+
+        counter = counter_for()
+    counts = counter([str(r["embed_text"]) for r in rows]) if rows else []
+    out: list[Chunk] = []
+    for p, row, n in zip(kept, rows, counts, strict=True):
+        parent = _resolve(p.parent, ids)
+        if parent is None and module_id is not None and row["id"] != module_id:
+            parent = module_id
+        out.append(Chunk(parent_id=parent, token_count=n, **row))  # type: ignore[arg-type]
+    return out
+
+
+def _resolve(parent: Piece | Anchor | None, ids: dict[int, str | None]) -> str | None:
+    for _ in range(1000):
+        if parent is None:
+            return None
+        if isinstance(parent, Anchor):
+            parent = parent.target
+            continue
+        cid = ids.get(id(parent))
+        if cid is not None:
+            return cid
+        parent = parent.parent
+    return None
+
+
+def _header(p: Piece, name: str, path: str) -> str:
+    """The context header in words: ``method load in class DataLoader in file src/x.py``."""
+    words: list[str] = []
+    if p.kind in ("section", "key", "table") and p.symbol:
+        words.append(f"{p.kind} {p.symbol}")
+    elif p.defn is not None:
+        words.append(f"{p.kind} {name}" if name else p.kind)
+        if p.part:
+            words.append(f"(part {p.part})")
+    elif p.names:
+        listed = ", ".join(p.names[:8]) + (", …" if len(p.names) > 8 else "")
+        words.append(f"{p.kind} with {listed}")
+    elif p.kind == "module":
+        words.append("module code")
+    elif p.kind == "block":
+        words.append(f"code (part {p.part})" if p.part else "code")
+    else:
+        words.append(p.kind)
+    if not (p.kind in ("section", "key", "table") and p.symbol):
+        for kind, scope_name, _ in reversed(p.scope):
+            if kind and scope_name:
+                words.append(f"in {kind} {scope_name}")
+    words.append(f"in file {path}")
+    return " ".join(words)
+
+
+def _docstring(defn: Node, comments: tuple[Node, ...], rules: Rules) -> str:
+    if rules.python_docstrings:
+        body = body_of(defn)
+        if body is not None and body.named_child_count:
+            first = body.named_children[0]
+            if first.type == "expression_statement" and first.named_child_count:
+                first = first.named_children[0]
+            if first.type in ("string", "concatenated_string"):
+                return _clean_string((first.text or b"").decode("utf-8", "replace"))
+    if not comments:
+        return ""
+    lines: list[str] = []
+    for c in comments:
+        if c.type not in ("comment", "line_comment", "block_comment", "doc_comment"):
+            continue
+        text = (c.text or b"").decode("utf-8", "replace").strip()
+        if text.endswith("*/"):
+            text = text[:-2]
+        for line in text.splitlines():
+            lines.append(_COMMENT_MARK.sub("", line, count=1).rstrip())
+    return inspect.cleandoc("\n".join(lines)).strip()
+
+
+def _clean_string(text: str) -> str:
+    text = _STR_PREFIX.sub("", text, count=1)
+    for q in ('"""', "'''", '"', "'"):
+        if text.startswith(q) and text.endswith(q) and len(text) >= 2 * len(q):
+            text = text[len(q) : -len(q)]
+            break
+    return inspect.cleandoc(text).strip()

@@ -1,0 +1,537 @@
+"""Per-language definition rules: which syntax nodes are definitions, and how to read them.
+
+A rule set answers, for one tree-sitter grammar, the questions the chunker asks:
+
+- which node types are *definitions* and how they are chunked (:class:`DefSpec`):
+  ``leaf`` (a function: one chunk when it fits), ``class`` (a synthetic header
+  chunk plus one chunk per member definition), ``scope`` (a namespace: its
+  definitions become chunks, it adds a name to their qualified symbols) or
+  ``nest`` (a heading section or a data key: one chunk when it fits, split by
+  its children otherwise);
+- which nodes merely *wrap* a definition (decorators, ``export``, templates);
+- which nodes are comments or attributes that belong to the definition after them;
+- which node holds a definition's body, and what its name is.
+
+Languages without a rule set here get :data:`GENERIC`, which recognises the
+usual ``*_definition``/``*_declaration``/``*_item`` node names of tree-sitter
+grammars, so every grammar of the language pack chunks by definitions where
+it can and by the cAST recursion over named children everywhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tree_sitter import Node
+
+__all__ = ["GENERIC", "DefSpec", "Mode", "Rules", "rules_for"]
+
+Mode = Literal["leaf", "class", "scope", "nest"]
+
+
+@dataclass(frozen=True, slots=True)
+class DefSpec:
+    """How one definition node type is chunked."""
+
+    kind: str
+    """Chunk kind of the definition (``function``, ``class``, ``section``, …)."""
+    mode: Mode = "leaf"
+    """``leaf``, ``class``, ``scope`` or ``nest`` (see the module docstring)."""
+
+
+_LEAF_RE = re.compile(
+    r"^(?:\w+_)?(function|method|constructor|destructor|procedure|subroutine|operator|macro)"
+    r"_(definition|declaration|item)$"
+)
+_CLASS_RE = re.compile(
+    r"^(?:\w+_)?(class|struct|interface|trait|impl|object|enum|protocol|record|union|extension)"
+    r"_(definition|declaration|item|specifier)$"
+)
+_SCOPE_RE = re.compile(r"^(namespace|module|package|mod)_(definition|declaration|item)$")
+
+_VALUE_DECLS = frozenset({"lexical_declaration", "variable_declaration"})
+_FUNCTION = DefSpec("function")
+_COMMENTS = frozenset(
+    {"comment", "line_comment", "block_comment", "doc_comment", "multiline_comment"}
+)
+_BODY_TYPES = frozenset(
+    {
+        "block",
+        "body",
+        "class_body",
+        "declaration_list",
+        "field_declaration_list",
+        "enum_body",
+        "interface_body",
+        "body_statement",
+        "template_body",
+        "protocol_body",
+        "enum_class_body",
+        "statement_block",
+        "compound_statement",
+        "function_body",
+        "enum_member_declaration_list",
+        "object_type",
+    }
+)
+_NAME_TYPES = frozenset(
+    {
+        "identifier",
+        "name",
+        "type_identifier",
+        "field_identifier",
+        "property_identifier",
+        "simple_identifier",
+        "constant",
+        "namespace_identifier",
+        "qualified_identifier",
+        "scoped_identifier",
+        "scoped_type_identifier",
+        "dot_index_expression",
+        "method_index_expression",
+        "word",
+        "object_reference",
+        "bare_key",
+        "quoted_key",
+        "dotted_key",
+        "destructor_name",
+        "operator_name",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Definition rules of one grammar."""
+
+    defs: Mapping[str, DefSpec] = field(default_factory=dict)
+    """Node type → how it is chunked; types not listed fall back to the generic patterns."""
+    wrappers: frozenset[str] = frozenset()
+    """Node types that wrap one definition (``decorated_definition``, ``export_statement``)."""
+    attached: frozenset[str] = _COMMENTS
+    """Node types that belong to the definition right after them (comments, attributes)."""
+    flatten: frozenset[str] = frozenset()
+    """Nodes inside a body whose children are members (``enum_body_declarations``)."""
+    not_defs: frozenset[str] = frozenset()
+    """Node types the generic patterns would take for definitions but are not."""
+    generic: bool = True
+    """Whether the generic ``*_definition`` patterns apply on top of ``defs``."""
+    separator: str = "."
+    """Joins scope names into a qualified symbol (``DataLoader.load``, ``impl Foo::bar``)."""
+    merge_defs: bool = False
+    """Definitions that fit are merged with their neighbours up to the budget (data keys)."""
+    python_docstrings: bool = False
+    """Docstrings are the first string statement of the body (Python)."""
+    function_values: bool = False
+    """``const f = () => …`` counts as a function definition (JavaScript, TypeScript)."""
+
+    def spec(self, node: Node) -> DefSpec | None:
+        """How ``node`` is chunked when it is a definition, else None."""
+        if not node.is_named:
+            return None
+        t = node.type
+        spec = self.defs.get(t)
+        if spec is None and self.function_values and t in _VALUE_DECLS and _is_function_value(node):
+            return _FUNCTION
+        if spec is not None or not self.generic or t in self.not_defs:
+            return spec
+        m = _LEAF_RE.match(t)
+        if m:
+            return DefSpec("function")
+        m = _CLASS_RE.match(t)
+        if m:
+            return DefSpec(m.group(1), "class")
+        if _SCOPE_RE.match(t):
+            return DefSpec("namespace", "scope")
+        return None
+
+    def unwrap(self, node: Node) -> Node | None:
+        """The definition inside a wrapper node, or None when it wraps none."""
+        inner: Node | None = node
+        for _ in range(4):
+            if inner is None or inner.type not in self.wrappers:
+                break
+            found = inner.child_by_field_name("definition") or inner.child_by_field_name(
+                "declaration"
+            )
+            if found is None:
+                for c in reversed(inner.named_children):
+                    if c.type not in self.attached and c.type not in ("decorator",):
+                        found = c
+                        break
+            inner = found
+        if inner is None or inner is node:
+            return None
+        return inner if self.spec(inner) is not None else None
+
+
+def body_of(node: Node) -> Node | None:
+    """The body node of a definition (``block``, ``class_body``, …), if it has one."""
+    body = node.child_by_field_name("body")
+    if body is not None:
+        return body
+    for c in node.children:
+        if c.type in _BODY_TYPES:
+            return c
+    # const f = () => { ... } ; local function in a declaration; arrow functions
+    for c in node.named_children:
+        if c.type in ("variable_declarator", "arrow_function", "function_expression", "function"):
+            inner = body_of(c)
+            if inner is not None:
+                return inner
+        if c.type in ("value",):
+            return body_of(c)
+    return None
+
+
+def _text(node: Node) -> str:
+    raw = node.text
+    return raw.decode("utf-8", "replace") if raw is not None else ""
+
+
+def name_of(node: Node) -> str:
+    """The name of a definition, as written (``load``, ``impl Display for Foo``), or ``""``."""
+    t = node.type
+    if t == "impl_item":
+        typ = node.child_by_field_name("type")
+        trait = node.child_by_field_name("trait")
+        if typ is None:
+            return "impl"
+        return f"impl {_text(trait)} for {_text(typ)}" if trait else f"impl {_text(typ)}"
+    if t == "method_declaration" and node.child_by_field_name("receiver") is not None:
+        recv = node.child_by_field_name("receiver")
+        name = node.child_by_field_name("name")
+        rtype = ""
+        if recv is not None:
+            rtype = (
+                _text(recv).strip("()").split()[-1].lstrip("*") if _text(recv).strip("()") else ""
+            )
+            rtype = rtype.split("[")[0]
+        return (
+            f"{rtype}.{_text(name)}" if rtype and name is not None else _text(name) if name else ""
+        )
+    if t in ("atx_heading", "setext_heading"):
+        return heading_text(node)
+    if t == "section":
+        for c in node.named_children:
+            if c.type in ("atx_heading", "setext_heading"):
+                return heading_text(c)
+        return ""
+    if t in ("pair", "block_mapping_pair", "flow_pair"):
+        key = node.child_by_field_name("key")
+        if key is None:
+            for c in node.named_children:
+                if c.type in ("bare_key", "quoted_key", "dotted_key", "string", "flow_node"):
+                    key = c
+                    break
+        return _text(key).strip().strip("\"'") if key is not None else ""
+    if t in ("table", "table_array_element"):
+        for c in node.named_children:
+            if c.type in ("bare_key", "quoted_key", "dotted_key"):
+                return _text(c).strip("\"'")
+        return ""
+    return _find_name(node, 0)
+
+
+def _find_name(node: Node, depth: int) -> str:
+    name = node.child_by_field_name("name")
+    if name is not None:
+        if name.type in _NAME_TYPES or name.child_count == 0:
+            return _text(name)
+        return _find_name(name, depth + 1) if depth < 4 else _text(name)[:80]
+    decl = node.child_by_field_name("declarator")
+    if decl is not None and depth < 6:
+        if decl.type in _NAME_TYPES:
+            return _text(decl)
+        return _find_name(decl, depth + 1)
+    for c in node.named_children:
+        if c.type in _NAME_TYPES:
+            return _text(c)
+        if c.type in ("variable_declarator", "type_spec", "assignment_statement", "variable_list"):
+            return _find_name(c, depth + 1) if depth < 6 else ""
+    return ""
+
+
+def heading_text(node: Node) -> str:
+    """Text of a Markdown heading without its markers."""
+    for c in node.named_children:
+        if c.type in ("inline", "paragraph", "heading_content"):
+            return _text(c).strip()
+    return _text(node).strip().lstrip("#").strip()
+
+
+_PY = Rules(
+    defs={
+        "function_definition": DefSpec("function"),
+        "class_definition": DefSpec("class", "class"),
+    },
+    wrappers=frozenset({"decorated_definition"}),
+    generic=False,
+    python_docstrings=True,
+)
+
+_JS_DEFS: dict[str, DefSpec] = {
+    "function_declaration": DefSpec("function"),
+    "generator_function_declaration": DefSpec("function"),
+    "method_definition": DefSpec("function"),
+    "class_declaration": DefSpec("class", "class"),
+    "abstract_class_declaration": DefSpec("class", "class"),
+    "class": DefSpec("class", "class"),
+    "interface_declaration": DefSpec("interface"),
+    "type_alias_declaration": DefSpec("type"),
+    "enum_declaration": DefSpec("enum"),
+    "internal_module": DefSpec("namespace", "scope"),
+    "module": DefSpec("namespace", "scope"),
+    "function_signature": DefSpec("function"),
+    "abstract_method_signature": DefSpec("function"),
+}
+_JS = Rules(
+    defs=_JS_DEFS,
+    wrappers=frozenset({"export_statement", "expression_statement", "ambient_declaration"}),
+    generic=False,
+    function_values=True,
+)
+
+
+def _is_function_value(node: Node) -> bool:
+    """``const f = () => …`` / ``function () {}`` declarations count as functions."""
+    for c in node.named_children:
+        if c.type == "variable_declarator":
+            v = c.child_by_field_name("value")
+            if v is not None and v.type in (
+                "arrow_function",
+                "function_expression",
+                "function",
+                "generator_function",
+            ):
+                return True
+    return False
+
+
+_GO = Rules(
+    defs={
+        "function_declaration": DefSpec("function"),
+        "method_declaration": DefSpec("method"),
+        "type_declaration": DefSpec("type"),
+    },
+    generic=False,
+)
+_RUST = Rules(
+    defs={
+        "function_item": DefSpec("function"),
+        "function_signature_item": DefSpec("function"),
+        "impl_item": DefSpec("impl", "class"),
+        "trait_item": DefSpec("trait", "class"),
+        "mod_item": DefSpec("module", "scope"),
+        "struct_item": DefSpec("struct"),
+        "enum_item": DefSpec("enum"),
+        "union_item": DefSpec("union"),
+        "type_item": DefSpec("type"),
+        "macro_definition": DefSpec("macro"),
+    },
+    attached=_COMMENTS | {"attribute_item"},
+    generic=False,
+    separator="::",
+)
+_JAVA = Rules(
+    defs={
+        "method_declaration": DefSpec("function"),
+        "constructor_declaration": DefSpec("function"),
+        "compact_constructor_declaration": DefSpec("function"),
+        "class_declaration": DefSpec("class", "class"),
+        "interface_declaration": DefSpec("interface", "class"),
+        "enum_declaration": DefSpec("enum", "class"),
+        "record_declaration": DefSpec("record", "class"),
+        "annotation_type_declaration": DefSpec("interface", "class"),
+    },
+    flatten=frozenset({"enum_body_declarations"}),
+    generic=False,
+)
+_C_DEFS: dict[str, DefSpec] = {
+    "function_definition": DefSpec("function"),
+    "struct_specifier": DefSpec("struct", "class"),
+    "union_specifier": DefSpec("union", "class"),
+    "enum_specifier": DefSpec("enum"),
+    "class_specifier": DefSpec("class", "class"),
+    "type_definition": DefSpec("type"),
+    "namespace_definition": DefSpec("namespace", "scope"),
+    "preproc_ifdef": DefSpec("", "scope"),
+    "preproc_if": DefSpec("", "scope"),
+    "preproc_else": DefSpec("", "scope"),
+    "preproc_elif": DefSpec("", "scope"),
+    "linkage_specification": DefSpec("", "scope"),
+    "preproc_function_def": DefSpec("macro"),
+}
+_C = Rules(defs=_C_DEFS, wrappers=frozenset({"template_declaration"}), generic=False)
+_CPP = Rules(
+    defs=_C_DEFS, wrappers=frozenset({"template_declaration"}), generic=False, separator="::"
+)
+_CSHARP = Rules(
+    defs={
+        "namespace_declaration": DefSpec("namespace", "scope"),
+        "file_scoped_namespace_declaration": DefSpec("namespace", "scope"),
+        "class_declaration": DefSpec("class", "class"),
+        "struct_declaration": DefSpec("struct", "class"),
+        "interface_declaration": DefSpec("interface", "class"),
+        "record_declaration": DefSpec("record", "class"),
+        "enum_declaration": DefSpec("enum"),
+        "method_declaration": DefSpec("function"),
+        "constructor_declaration": DefSpec("function"),
+        "destructor_declaration": DefSpec("function"),
+        "operator_declaration": DefSpec("function"),
+        "local_function_statement": DefSpec("function"),
+    },
+    generic=False,
+)
+_RUBY = Rules(
+    defs={
+        "class": DefSpec("class", "class"),
+        "module": DefSpec("module", "class"),
+        "singleton_class": DefSpec("class", "class"),
+        "method": DefSpec("function"),
+        "singleton_method": DefSpec("function"),
+    },
+    flatten=frozenset({"body_statement"}),
+    generic=False,
+)
+_PHP = Rules(
+    defs={
+        "function_definition": DefSpec("function"),
+        "method_declaration": DefSpec("function"),
+        "class_declaration": DefSpec("class", "class"),
+        "interface_declaration": DefSpec("interface", "class"),
+        "trait_declaration": DefSpec("trait", "class"),
+        "enum_declaration": DefSpec("enum", "class"),
+        "namespace_definition": DefSpec("namespace", "scope"),
+    },
+    generic=False,
+    separator="::",
+)
+_KOTLIN = Rules(
+    defs={
+        "function_declaration": DefSpec("function"),
+        "class_declaration": DefSpec("class", "class"),
+        "object_declaration": DefSpec("object", "class"),
+        "companion_object": DefSpec("object", "class"),
+        "secondary_constructor": DefSpec("function"),
+    },
+    generic=False,
+)
+_SWIFT = Rules(
+    defs={
+        "function_declaration": DefSpec("function"),
+        "init_declaration": DefSpec("function"),
+        "deinit_declaration": DefSpec("function"),
+        "class_declaration": DefSpec("class", "class"),
+        "protocol_declaration": DefSpec("protocol", "class"),
+    },
+    generic=False,
+)
+_SCALA = Rules(
+    defs={
+        "function_definition": DefSpec("function"),
+        "class_definition": DefSpec("class", "class"),
+        "object_definition": DefSpec("object", "class"),
+        "trait_definition": DefSpec("trait", "class"),
+        "enum_definition": DefSpec("enum", "class"),
+    },
+    generic=False,
+)
+_BASH = Rules(defs={"function_definition": DefSpec("function")}, generic=False)
+_LUA = Rules(
+    defs={
+        "function_declaration": DefSpec("function"),
+        "function_definition_statement": DefSpec("function"),
+    },
+    generic=False,
+)
+_SQL = Rules(
+    defs={
+        "create_table": DefSpec("table"),
+        "create_view": DefSpec("view"),
+        "create_function": DefSpec("function"),
+        "create_index": DefSpec("index"),
+        "create_type": DefSpec("type"),
+        "create_materialized_view": DefSpec("view"),
+        "create_trigger": DefSpec("trigger"),
+    },
+    wrappers=frozenset({"statement"}),
+    attached=_COMMENTS | {"marginalia"},
+    generic=False,
+)
+_HTML = Rules(
+    defs={"script_element": DefSpec("script"), "style_element": DefSpec("style")}, generic=False
+)
+_CSS = Rules(
+    defs={
+        "media_statement": DefSpec("media", "nest"),
+        "keyframes_statement": DefSpec("keyframes"),
+        "supports_statement": DefSpec("supports", "nest"),
+    },
+    generic=False,
+)
+_MARKDOWN = Rules(
+    defs={"section": DefSpec("section", "nest")},
+    attached=frozenset({"html_block"}) - {"html_block"},
+    generic=False,
+    separator=" > ",
+)
+_JSON = Rules(
+    defs={"pair": DefSpec("key", "nest")},
+    wrappers=frozenset(),
+    generic=False,
+    merge_defs=True,
+)
+_YAML = Rules(
+    defs={"block_mapping_pair": DefSpec("key", "nest"), "flow_pair": DefSpec("key", "nest")},
+    generic=False,
+    merge_defs=True,
+)
+_TOML = Rules(
+    defs={
+        "pair": DefSpec("key", "nest"),
+        "table": DefSpec("table", "nest"),
+        "table_array_element": DefSpec("table", "nest"),
+    },
+    generic=False,
+    merge_defs=True,
+)
+
+GENERIC = Rules()
+"""Rules for every grammar without its own: the usual ``*_definition`` node names."""
+
+_RULES: dict[str, Rules] = {
+    "python": _PY,
+    "javascript": _JS,
+    "typescript": _JS,
+    "tsx": _JS,
+    "go": _GO,
+    "rust": _RUST,
+    "java": _JAVA,
+    "c": _C,
+    "cpp": _CPP,
+    "csharp": _CSHARP,
+    "ruby": _RUBY,
+    "php": _PHP,
+    "kotlin": _KOTLIN,
+    "swift": _SWIFT,
+    "scala": _SCALA,
+    "bash": _BASH,
+    "lua": _LUA,
+    "sql": _SQL,
+    "html": _HTML,
+    "css": _CSS,
+    "scss": _CSS,
+    "markdown": _MARKDOWN,
+    "json": _JSON,
+    "yaml": _YAML,
+    "toml": _TOML,
+}
+
+
+def rules_for(language: str) -> Rules:
+    """The rule set of a grammar (:data:`GENERIC` when it has none of its own)."""
+    return _RULES.get(language, GENERIC)
