@@ -6,7 +6,15 @@ and wired here and nowhere else.  Commands that do not embed (``status``,
 
 Exit codes: 0 success; 1 unexpected error; 2 bad settings or usage; 3 git
 error; 4 index error; 5 the index is locked by another writer; 6 embedding
-error.  ``status`` adds 10 (some source is stale) and 12 (nothing indexed).
+error.  ``status`` adds 10 (some source is stale), 11 (degraded: a source is
+not fully watched, or keeps failing), 12 (nothing indexed), 13 (stopped: no
+daemon runs for this index; the indexed state is still printed) and 14
+(stalled: the daemon is silent or its changes wait too long); see
+``codechunkd.daemon.status``.
+
+With a daemon running (``codechunkd run``), ``status`` and ``search`` ask it
+over its Unix socket (a warm model, no torch import); without one they work
+on their own.
 """
 
 from __future__ import annotations
@@ -77,6 +85,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what is indexed, and how fresh it is")
     p.add_argument("path", nargs="?", help="only the source containing this folder")
     _common(p)
+
+    p = sub.add_parser("run", help="run the daemon: watch sources and keep the index fresh")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="sources to watch (besides the configured ones)"
+    )
+    _common(p)
+
+    p = sub.add_parser("add", help="add a source to the daemon's list (a running daemon follows)")
+    p.add_argument("path", help="any folder inside the repository")
+    p.add_argument("--ref", help="follow this ref instead of the working tree (bare mirrors)")
+    _common(p)
+
+    p = sub.add_parser("remove", help="remove a source from the daemon's list")
+    p.add_argument("path", help="the source's folder")
+    p.add_argument("--ref", help="the ref it follows, if any")
+    _common(p)
+
+    p = sub.add_parser("service", help="systemd units")
+    ssub = p.add_subparsers(dest="service_command", required=True, metavar="ACTION")
+    q = ssub.add_parser("install", help="write and enable the unit (or print what to do)")
+    kind = q.add_mutually_exclusive_group()
+    kind.add_argument("--user", dest="kind", action="store_const", const="user")
+    kind.add_argument("--system", dest="kind", action="store_const", const="system")
+    q.set_defaults(kind="user")
+    q.add_argument("--print", action="store_true", help="print the unit and commands only")
+    q.add_argument("--no-enable", action="store_true", help="write the unit, do not enable it")
+    _common(q)
     return parser
 
 
@@ -115,6 +150,27 @@ class _ProgressBar:
         sys.stderr.flush()
 
 
+def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Namespace) -> bool:
+    """The no-op fast path: state.json already reflects the source (no LanceDB import)."""
+    from codechunkd.daemon.sync import SyncReport, fingerprint, up_to_date
+    from codechunkd.indexer.embedder import make_embedder
+    from codechunkd.storage.store import read_state_file
+
+    doc = read_state_file(paths.state_file) or {}
+    entry = next((s for s in doc.get("sources", []) if s["source"] == git.source.id), None)
+    model_id = make_embedder(settings.embedding).model_id
+    if entry is None or not up_to_date(git, entry, fingerprint(settings, model_id)):
+        return False
+    report = SyncReport(
+        repo=git.source.repo,
+        branch=entry["branch"],
+        commit=entry["commit"],
+        unchanged=entry["files"],
+    )
+    _print_report(report, args)
+    return True
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.daemon.lock import WriterLock
     from codechunkd.daemon.sync import Syncer
@@ -128,6 +184,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
     git = GitSource(args.path, ref=args.ref)
     paths = IndexPaths.of(settings)
+    if not args.rebuild and _already_fresh(settings, paths, git, args):
+        return 0
     with WriterLock(paths.lock, what="codechunkd index"):
         store = IndexStore(paths.uri, state_file=paths.state_file)
         embedder = make_embedder(settings.embedding)
@@ -142,10 +200,15 @@ def cmd_index(args: argparse.Namespace) -> int:
             report = Syncer(settings, store, embedder, cache).sync(git, progress=_ProgressBar())
         finally:
             cache.close()
+    _print_report(report, args)
+    return 0
+
+
+def _print_report(report: Any, args: argparse.Namespace) -> None:
     doc = report.as_dict()
     if args.json:
         _print_json(doc)
-        return 0
+        return
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped.items())) or "none"
     commit = (report.commit or "unborn")[:10]
     print(
@@ -157,7 +220,6 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"  skipped: {skipped}\n"
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
-    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -191,7 +253,49 @@ def cmd_verify(args: argparse.Namespace) -> int:
 # -- search ---------------------------------------------------------------------
 
 
+def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """Hits from a running daemon (warm model); None when no daemon answers."""
+    from codechunkd.daemon.control import DaemonUnavailable, request
+    from codechunkd.storage.layout import IndexPaths
+
+    req: dict[str, Any] = {
+        "cmd": "search",
+        "query": args.query,
+        "k": args.k,
+        "repo": str(Path(args.repo).resolve()) if args.repo else None,
+    }
+    for key in ("branch", "path", "lang", "kind", "mode"):
+        req[key] = getattr(args, key, None)
+    try:
+        answer = request(IndexPaths.of(_settings(args)).socket, req, timeout=60.0)
+    except DaemonUnavailable:
+        return None
+    if not isinstance(answer, dict) or "hits" not in answer:
+        return None
+    hits: list[dict[str, Any]] = answer["hits"]
+    return hits
+
+
+def _print_hits(hits: Sequence[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        _print_json(list(hits))
+        return
+    if not hits:
+        print("no results")
+    for h in hits:
+        print(
+            f"{h['path']}:{h['start_line']}-{h['end_line']}  {h['symbol'] or '-'}  {h['score']:.3f}"
+        )
+        snippet = [line for line in h["content"].splitlines() if line.strip()][:3]
+        for line in snippet:
+            print(f"    {line[:120]}")
+
+
 def cmd_search(args: argparse.Namespace) -> int:
+    via_daemon = _search_via_daemon(args)
+    if via_daemon is not None:
+        _print_hits(via_daemon, args.json)
+        return 0
     from codechunkd.indexer.embedder import make_embedder
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.search import Filters, vector_search
@@ -244,46 +348,152 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _status_via_daemon(paths: Any) -> dict[str, Any]:
+    """The running daemon's status document, or a ``stopped``/``stalled`` stub."""
+    from codechunkd.daemon.control import DaemonUnavailable, request
+
+    try:
+        doc = request(paths.socket, {"cmd": "status"}, timeout=2.0)
+    except DaemonUnavailable as exc:
+        return {"daemon": {"state": "stalled" if exc.stalled else "stopped", "reason": exc.reason}}
+    if not isinstance(doc, dict) or "daemon" not in doc:
+        return {"daemon": {"state": "stalled", "reason": "unexpected answer from the daemon"}}
+    return doc
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    from codechunkd.daemon.status import exit_code, render_text
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.store import read_state_file
 
     settings = _settings(args)
     paths = IndexPaths.of(settings)
-    doc = read_state_file(paths.state_file) or {"sources": []}
+    out = _status_via_daemon(paths)
     only = str(Path(args.path).resolve()) if args.path else None
-    sources: list[dict[str, Any]] = []
-    for s in doc.get("sources", []):
-        if only and not (only == s["repo"] or only.startswith(s["repo"] + os.sep)):
-            continue
-        head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
-        s = dict(s, head=head, head_branch=branch)
-        s["fresh"] = head == s["commit"] and not s["pending"]
-        sources.append(s)
-    local = Path(paths.uri).is_dir()
-    out: dict[str, Any] = {
-        "index": paths.uri,
-        "index_bytes": _dir_size(Path(paths.uri)) if local else None,
-        "sources": sources,
-    }
-    code = EXIT_EMPTY if not sources else (0 if all(s["fresh"] for s in sources) else EXIT_STALE)
+    if "sources" not in out:  # no daemon answered: the indexed state from state.json
+        from codechunkd.storage.store import read_state_file
+
+        doc = read_state_file(paths.state_file) or {"sources": []}
+        sources: list[dict[str, Any]] = []
+        for s in doc.get("sources", []):
+            head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
+            s = dict(s, head=head, head_branch=branch)
+            s["fresh"] = head == s["commit"] and not s["pending"]
+            sources.append(s)
+        local = Path(paths.uri).is_dir()
+        out = {
+            "daemon": out["daemon"],
+            "index": paths.uri,
+            "index_bytes": _dir_size(Path(paths.uri)) if local else None,
+            "sources": sources,
+        }
+    if only:
+        out["sources"] = [
+            s for s in out["sources"] if only == s["repo"] or only.startswith(s["repo"] + os.sep)
+        ]
+    code = exit_code(out)
     if args.json:
         _print_json(out)
-        return code
-    size = out["index_bytes"]
-    print(f"index: {paths.uri}" + (f" ({size / 1e6:.1f} MB)" if size is not None else ""))
-    if not sources:
-        print("  nothing indexed yet: run `codechunkd index PATH`")
-    for s in sources:
-        state = "fresh" if s["fresh"] else ("interrupted" if s["pending"] else "stale")
-        print(
-            f"  {s['repo']}  [{state}]\n"
-            f"    branch {s['head_branch']}, HEAD {(s['head'] or 'unborn')[:10]}, "
-            f"indexed {(s['commit'] or 'unborn')[:10]} on {s['branch']}\n"
-            f"    {s['files']} files, {s['chunks']} chunks, {len(s['dirty'])} dirty files, "
-            f"model {s['embedding_model']}, updated {s['updated_at']}"
-        )
+    else:
+        print(render_text(out))
     return code
+
+
+# -- the daemon -----------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from codechunkd import logs
+    from codechunkd.daemon.control import SourceSpec
+
+    logs.configure(level=logging.DEBUG if args.verbose else logging.INFO)
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    settings = _settings(args)
+    from codechunkd.daemon.lock import WriterLock
+    from codechunkd.storage.layout import IndexPaths
+
+    with WriterLock(IndexPaths.of(settings).lock, what="codechunkd run"):
+        pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
+    from codechunkd.daemon.service import Service
+
+    specs = [SourceSpec.parse(p) for p in args.paths]
+    service = Service(settings, specs=specs, load_settings=lambda: _settings(args))
+    if not service.specs():
+        sys.stderr.write(
+            "codechunkd: error: no sources: pass a PATH, run `codechunkd add PATH`, "
+            "or set [daemon] sources\n"
+        )
+        return 2
+    return service.run()
+
+
+def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
+    from codechunkd.daemon.control import (
+        DaemonUnavailable,
+        SourceSpec,
+        read_sources,
+        request,
+        write_sources,
+    )
+    from codechunkd.indexer.changes import GitSource
+    from codechunkd.storage.layout import IndexPaths
+
+    paths = IndexPaths.of(_settings(args))
+    file = paths.meta / "sources.json"
+    specs = read_sources(file)
+    if add:
+        git = GitSource(args.path, ref=args.ref)  # NotAGitRepo / RefNotFound: exit 3
+        spec = SourceSpec(path=git.source.repo, ref=args.ref)
+        if spec in specs:
+            print(f"already listed: {spec}")
+            return 0
+        specs.append(spec)
+    else:
+        spec = SourceSpec.parse(args.path + (f"#{args.ref}" if args.ref else ""))
+        if spec not in specs:
+            sys.stderr.write(f"codechunkd: error: not listed: {spec}\n")
+            return 2
+        specs.remove(spec)
+    write_sources(file, specs)
+    try:
+        request(paths.socket, {"cmd": "reload"}, timeout=2.0)
+        running = "; the running daemon follows"
+    except DaemonUnavailable:
+        running = "; no daemon is running"
+    print(f"{'added' if add else 'removed'} {spec}{running}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    return _edit_sources(args, add=True)
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    return _edit_sources(args, add=False)
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from codechunkd.daemon import systemd
+
+    plan = systemd.plan(args.kind)
+    if args.print:
+        print(f"# {plan.path}\n{plan.text}")
+        print("# then run:")
+        for cmd in plan.commands:
+            print(" ".join(cmd))
+        return 0
+    try:
+        left = systemd.install(plan, enable=not args.no_enable)
+    except PermissionError:
+        sys.stderr.write(
+            f"codechunkd: error: cannot write {plan.path} (run as root, or use --print)\n"
+        )
+        return 1
+    print(f"wrote {plan.path}")
+    if left:
+        print("to finish, run:")
+        for line in left:
+            print(f"  {line}")
+    return 0
 
 
 COMMANDS = {
@@ -291,6 +501,10 @@ COMMANDS = {
     "search": cmd_search,
     "status": cmd_status,
     "verify": cmd_verify,
+    "run": cmd_run,
+    "add": cmd_add,
+    "remove": cmd_remove,
+    "service": cmd_service,
 }
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import zip_longest
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +84,40 @@ class SyncReport:
         }
 
 
+def fingerprint(settings: Settings, model_id: str) -> str:
+    """Hash of everything that shapes a source's rows: when it changes, rows are rebuilt."""
+    s = settings
+    parts = [
+        f"chunker={CHUNKER_VERSION}",
+        f"budget={s.chunking.budget}",
+        f"merge={s.chunking.merge_siblings}",
+        f"ext={sorted(s.chunking.extensions.items())}",
+        f"model={model_id}",
+        f"max={s.files.max_file_size}",
+        f"inc={s.files.include}",
+        f"exc={s.files.exclude}",
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def up_to_date(git: GitSource, recorded: Mapping[str, Any] | None, fingerprint: str) -> bool:
+    """True when the recorded state (``state.json``) is exactly the source as it is now.
+
+    Exact because the index reflects (commit, working-tree differences): when
+    HEAD and every difference's blob id are the same, so is every file.  The
+    mirror is written after the table, so it can only lag behind: a lagging
+    mirror answers False and the caller takes the full path.
+    """
+    if not recorded or recorded.get("pending") or recorded.get("fingerprint") != fingerprint:
+        return False
+    since = recorded.get("commit")
+    since_dirty = recorded.get("dirty") or {}
+    if git.head().commit != since:
+        return False
+    changes = git.change_set(since=since, since_dirty=since_dirty)
+    return not changes.full and dict(changes.dirty) == dict(since_dirty)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Chunked:
     """One file read and chunked, or skipped with a reason."""
@@ -113,21 +148,7 @@ class Syncer:
         self.cache = cache
         self.matcher = Matcher(settings.files.include, settings.files.exclude)
         self.count_tokens = counter_for(settings.embedding.model)
-        self.fingerprint = self._fingerprint()
-
-    def _fingerprint(self) -> str:
-        s = self.settings
-        parts = [
-            f"chunker={CHUNKER_VERSION}",
-            f"budget={s.chunking.budget}",
-            f"merge={s.chunking.merge_siblings}",
-            f"ext={sorted(s.chunking.extensions.items())}",
-            f"model={self.embedder.model_id}",
-            f"max={s.files.max_file_size}",
-            f"inc={s.files.include}",
-            f"exc={s.files.exclude}",
-        ]
-        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        self.fingerprint = fingerprint(settings, embedder.model_id)
 
     # -- the pipeline ---------------------------------------------------------
 
@@ -161,6 +182,8 @@ class Syncer:
             self._apply(git, changes, todo, deletes, report, progress)
         if todo or deletes or state is None or self._state_moved(state, changes):
             self.store.put_state(self._state(git, state, changes, pending=False))
+        else:
+            self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
         self.cache.evict()
         self.upkeep()
         report.seconds = time.monotonic() - started

@@ -462,6 +462,7 @@ def state_to_json(state: SourceState) -> dict[str, Any]:
         "commit": state.commit,
         "dirty": dict(state.dirty),
         "pending": state.pending,
+        "fingerprint": state.fingerprint,
         "embedding_model": state.embedding_model,
         "files": state.files,
         "chunks": state.chunks,
