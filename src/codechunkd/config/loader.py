@@ -186,7 +186,7 @@ def validate(s: Settings) -> None:
     """Range checks with specific messages (types are checked on the way in)."""
     positive = {
         "index.batch_files": s.index.batch_files,
-        "index.compact_every": s.index.compact_every,
+        "index.compact_fragments": s.index.compact_fragments,
         "embedding.batch_size": s.embedding.batch_size,
         "embedding.max_seq_length": s.embedding.max_seq_length,
         "embedding.threads": s.embedding.threads,
@@ -212,6 +212,33 @@ def validate(s: Settings) -> None:
         )
     if not s.index.dir:
         raise ConfigError("setting 'index.dir' must not be empty", key="index.dir")
+    d = s.daemon
+    daemon_positive: dict[str, float] = {
+        "daemon.debounce_ms": d.debounce_ms,
+        "daemon.max_delay_ms": d.max_delay_ms,
+        "daemon.max_paths": d.max_paths,
+        "daemon.reconcile_interval_s": d.reconcile_interval_s,
+        "daemon.degraded_reconcile_s": d.degraded_reconcile_s,
+        "daemon.compact_interval_s": d.compact_interval_s,
+        "daemon.shutdown_timeout_s": d.shutdown_timeout_s,
+        "daemon.stall_after_s": d.stall_after_s,
+    }
+    for key, number in daemon_positive.items():
+        if number <= 0:
+            raise ConfigError(f"setting {key!r} must be positive, got {number}", key=key)
+    if d.max_delay_ms < d.debounce_ms:
+        raise ConfigError(
+            "setting 'daemon.max_delay_ms' must be at least 'daemon.debounce_ms'",
+            key="daemon.max_delay_ms",
+        )
+    if d.idle_unload_s < 0 or d.max_watches < 0:
+        raise ConfigError(
+            "settings 'daemon.idle_unload_s' and 'daemon.max_watches' must not be negative"
+        )
+    if not 0 <= d.nice <= 19:
+        raise ConfigError(
+            f"setting 'daemon.nice' must be between 0 and 19, got {d.nice}", key="daemon.nice"
+        )
 
 
 def load_settings(
@@ -230,7 +257,9 @@ def load_settings(
 
     env = os.environ if env is None else env
     layers: list[tuple[str, Layer]] = []
-    explicit = config or (Path(env[f"{ENV_PREFIX}CONFIG"]) if env.get(f"{ENV_PREFIX}CONFIG") else None)
+    explicit = config or (
+        Path(env[f"{ENV_PREFIX}CONFIG"]) if env.get(f"{ENV_PREFIX}CONFIG") else None
+    )
     path = explicit or default_config_path()
     if explicit is not None or path.is_file():
         layers.append((str(path), read_toml(path)))

@@ -43,8 +43,8 @@ class IndexSettings:
     """Where the index lives: a local directory or an object-store URI (``s3://…``)."""
     keep_versions_hours: float = 1.0
     """Old table versions younger than this are kept when the writer compacts the table."""
-    compact_every: int = 50
-    """Compact the tables after this many write batches."""
+    compact_fragments: int = 32
+    """The writer compacts the tables when ``chunks`` has this many data fragments."""
     batch_files: int = 256
     """At most this many changed files are written in one table commit."""
 
@@ -114,8 +114,41 @@ class FilesSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSettings:
+    sources: tuple[str, ...] = ()
+    """Sources ``codechunkd run`` watches: ``PATH`` (a working tree) or ``PATH#REF`` (a ref of
+    a bare mirror); ``codechunkd add``/``remove`` keep a second list next to the index."""
+    debounce_ms: int = 150
+    """Quiet period: a burst of file events is handled this long after its last event."""
+    max_delay_ms: int = 1000
+    """A burst that never goes quiet is still handled this long after its first event."""
+    max_paths: int = 1000
+    """A burst touching more paths than this becomes one ``git status`` sync instead of a
+    hash per path."""
+    reconcile_interval_s: float = 300.0
+    """Every source is reconciled with git this often (catches anything missed; cheap when
+    nothing changed)."""
+    degraded_reconcile_s: float = 30.0
+    """Reconcile interval of a source that could not be fully watched (inotify limit)."""
+    compact_interval_s: float = 3600.0
+    """The writer compacts the tables, prunes old versions and refreshes indices this often."""
+    idle_unload_s: float = 900.0
+    """The embedding model is unloaded after this many idle seconds (0: never)."""
+    shutdown_timeout_s: float = 10.0
+    """On SIGTERM, the batch in flight may finish for this long before it is abandoned."""
+    stall_after_s: float = 300.0
+    """A source whose changes wait (or whose batch runs) longer than this is ``stalled``."""
+    nice: int = 10
+    """Niceness added to the daemon process (embedding is background work)."""
+    max_watches: int = 0
+    """Most inotify watches the daemon may use; 0 means what the kernel allows
+    (``fs.inotify.max_user_watches`` minus the watches already in use)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     files: FilesSettings = field(default_factory=FilesSettings)
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)

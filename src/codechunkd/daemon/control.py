@@ -1,0 +1,195 @@
+"""The control plane: the list of sources, and a Unix socket speaking JSON lines.
+
+Sources come from three places, merged in this order: the paths given to
+``codechunkd run``, ``[daemon] sources`` in the settings, and
+``sources.json`` next to the index (edited by ``codechunkd add``/``remove``;
+a running daemon re-reads it on ``reload``).
+
+The socket lives in the runtime directory (mode 0700), is itself mode 0600,
+and answers one JSON object per line with one JSON object per line::
+
+    {"cmd": "status"}                      -> the status document
+    {"cmd": "search", "query": "…", "k": 10, "repo": …, "branch": …, "path": …,
+     "lang": …, "kind": …}                 -> {"hits": [...]}
+    {"cmd": "reload"}                      -> {"ok": true}
+    {"cmd": "ping"}                        -> {"ok": true, "pid": …}
+
+An error answers ``{"error": "…"}``.  The client side (``request``) is what
+``codechunkd status`` and ``search`` use; it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import socketserver
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_REQUEST = 1 << 20
+Handler = Callable[[Mapping[str, Any]], Any]
+
+
+# -- sources ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceSpec:
+    """A source the daemon should follow, as the user named it."""
+
+    path: str
+    """Absolute path of a working tree (or a bare repository)."""
+    ref: str | None = None
+    """A ref to follow instead of the working tree (bare mirrors)."""
+
+    @classmethod
+    def parse(cls, text: str) -> SourceSpec:
+        """``PATH`` or ``PATH#REF``."""
+        path, _, ref = text.partition("#")
+        return cls(path=str(Path(path).expanduser().resolve()), ref=ref or None)
+
+    def __str__(self) -> str:
+        return f"{self.path}#{self.ref}" if self.ref else self.path
+
+
+def read_sources(path: Path) -> list[SourceSpec]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    for item in doc.get("sources", []) if isinstance(doc, dict) else []:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            out.append(SourceSpec(path=item["path"], ref=item.get("ref") or None))
+    return out
+
+
+def write_sources(path: Path, specs: Iterable[SourceSpec]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"sources": [{"path": s.path, "ref": s.ref} for s in specs]}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def merge_sources(*lists: Iterable[SourceSpec]) -> list[SourceSpec]:
+    seen: dict[tuple[str, str | None], SourceSpec] = {}
+    for specs in lists:
+        for s in specs:
+            seen.setdefault((s.path, s.ref), s)
+    return list(seen.values())
+
+
+# -- server -------------------------------------------------------------------
+
+
+class _RequestHandler(socketserver.StreamRequestHandler):
+    server: ControlServer
+
+    def handle(self) -> None:
+        while True:
+            line = self.rfile.readline(MAX_REQUEST)
+            if not line:
+                return
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise ValueError("a request is a JSON object")
+                handler = self.server.handlers.get(str(req.get("cmd")))
+                if handler is None:
+                    answer: Any = {"error": f"unknown command {req.get('cmd')!r}"}
+                else:
+                    answer = handler(req)
+            except Exception as exc:  # noqa: BLE001 - an error answer, never a dead server
+                import structlog  # not at the top: clients (``status``) must start fast
+
+                structlog.get_logger("codechunkd.control").warning(
+                    "control_request_failed", error=repr(exc)
+                )
+                answer = {"error": str(exc) or type(exc).__name__}
+            try:
+                self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
+                self.wfile.flush()
+            except OSError:
+                return
+
+
+class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A JSON-lines server on a Unix socket, one thread per connection."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, path: Path, handlers: Mapping[str, Handler]) -> None:
+        self.path = path
+        self.handlers = dict(handlers)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(OSError):
+            path.parent.chmod(0o700)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a dead daemon's socket (we hold the writer lock)
+        old = os.umask(0o177)
+        try:
+            super().__init__(str(path), _RequestHandler)
+        finally:
+            os.umask(old)
+        path.chmod(0o600)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.5}, name="control"
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join()
+        self.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+# -- client -------------------------------------------------------------------
+
+
+class DaemonUnavailable(Exception):
+    """No daemon answered on the socket (``stalled`` is True when one is there but silent)."""
+
+    def __init__(self, reason: str, *, stalled: bool = False) -> None:
+        self.reason = reason
+        self.stalled = stalled
+        super().__init__(reason)
+
+
+def request(path: Path, doc: Mapping[str, Any], *, timeout: float = 2.0) -> Any:
+    """Send one request and return the answer; ``DaemonUnavailable`` when nobody answers."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            s.sendall(json.dumps(doc).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        raise DaemonUnavailable(f"no daemon listening on {path}") from exc
+    except TimeoutError as exc:
+        raise DaemonUnavailable(
+            f"the daemon did not answer within {timeout} s", stalled=True
+        ) from exc
+    except OSError as exc:
+        raise DaemonUnavailable(f"cannot talk to the daemon: {exc}") from exc
+    try:
+        return json.loads(buf)
+    except ValueError as exc:
+        raise DaemonUnavailable("the daemon sent no answer", stalled=True) from exc

@@ -1,0 +1,654 @@
+"""The daemon: startup → main loop → shutdown, around one writer thread.
+
+The five stages, as the service drives them::
+
+    trigger   Watcher (inotify) / Upkeep (timer) ──► ChangeQueue (debounce, coalesce)
+    change    writer thread: Syncer.sync(git, paths=… | HEAD diff + status | full)
+    chunks    └─ chunker, per changed file
+    vectors   └─ embedding cache, then the (low-priority, idle-unloaded) model
+    store     └─ IndexStore: one atomic commit per batch; state advances after it
+
+Threads: the inotify reader (puts signals, never waits on work), the writer
+(the only thread that writes the index: syncs, compaction, reloads), the
+control socket (status and searches, on its own read handle), APScheduler's
+(posts requests to the writer), and the main thread, which only handles
+signals, systemd notifications and retries.  Signal handlers set flags.
+
+Shutdown (SIGTERM/SIGINT): stop intake, let the batch in flight finish for
+``daemon.shutdown_timeout_s``, abandon it after that (the source's state was
+marked pending before the first write, so the next start redoes it), release
+the lock, exit 0.  A second SIGINT exits at once.  SIGHUP reloads settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import structlog
+
+from codechunkd import __version__
+from codechunkd.config.settings import Settings
+from codechunkd.daemon.control import (
+    ControlServer,
+    SourceSpec,
+    merge_sources,
+    read_sources,
+)
+from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Pending, Work
+from codechunkd.daemon.jobs import Upkeep
+from codechunkd.daemon.lock import WriterLock
+from codechunkd.daemon.status import daemon_state, source_state
+from codechunkd.daemon.sync import Syncer
+from codechunkd.daemon.systemd import Notifier
+from codechunkd.daemon.watcher import SourceWatch, Watcher
+from codechunkd.errors import CodechunkdError, ConfigError
+from codechunkd.indexer.changes import GitSource
+from codechunkd.indexer.embedder import Embedder, Vectors, make_embedder
+from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.store import IndexStore, read_state_file
+
+log = structlog.get_logger("codechunkd.daemon")
+
+Clock = Callable[[], float]
+
+
+class LockedEmbedder:
+    """One embedding call at a time, in slices, remembering when it was last used.
+
+    The writer and the control socket's searches share one model (a fast
+    tokenizer must not be used from two threads at once); slicing the writer's
+    large calls lets a search in between wait for at most one slice.
+    """
+
+    def __init__(self, inner: Embedder, *, slice_size: int = 16, clock: Clock = time.monotonic):
+        self.inner = inner
+        self.slice_size = slice_size
+        self.clock = clock
+        self.last_used = clock()
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    @property
+    def loaded(self) -> bool:
+        return bool(getattr(self.inner, "loaded", True))
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return self.inner.embed(texts)
+        parts = []
+        for i in range(0, len(texts), self.slice_size):
+            with self._lock:
+                parts.append(self.inner.embed(texts[i : i + self.slice_size]))
+                self.last_used = self.clock()
+        return np.concatenate(parts).astype(np.float32, copy=False)
+
+    def unload_if_idle(self, idle: float) -> bool:
+        unload = getattr(self.inner, "unload", None)
+        with self._lock:
+            if unload is None or not self.loaded or self.clock() - self.last_used < idle:
+                return False
+            unload()
+        log.info("model_unloaded", idle_s=idle)
+        return True
+
+
+@dataclasses.dataclass(slots=True)
+class SourceRuntime:
+    """What the daemon knows about one source (written by the writer, read by status)."""
+
+    spec: SourceSpec
+    git: GitSource
+    watch: SourceWatch | None = None
+    indexed: tuple[str | None, str] | None = None
+    """(commit, branch) the index reflects, after the last successful sync."""
+    synced: bool = False
+    last_batch: dict[str, Any] | None = None
+    last_batch_at: float | None = None
+    errors: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    busy_since: float | None = None
+    retry_at: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.git.source.id
+
+
+@contextlib.contextmanager
+def capture_signals(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """Install ``handler`` for SIGTERM, SIGINT and SIGHUP; restore the old ones after."""
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Service:
+    """``Service(settings, ...).run()`` is ``codechunkd run``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        specs: Iterable[SourceSpec] = (),
+        load_settings: Callable[[], Settings] | None = None,
+        notifier: Notifier | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.cli_specs = list(specs)
+        self._load_settings = load_settings
+        self.notifier = notifier or Notifier()
+        self.clock = clock
+        self.paths = IndexPaths.of(settings)
+        self.lock = WriterLock(self.paths.lock, what="codechunkd run")
+        self.sources: dict[str, SourceRuntime] = {}
+        self.should_exit = False
+        self.force_exit = False
+        self.reload_requested = False
+        self.ready = threading.Event()
+        self._ready_sent = False
+        self._wake = threading.Event()
+        self._started_at = clock()
+        self._started_wall = datetime.now(UTC)
+        self._size: tuple[float, int | None] = (-1e9, None)
+        self._next_settings: Settings | None = None
+        self._batches = 0
+        self.store: IndexStore | None = None
+        self.reader: IndexStore | None = None
+        self.cache: EmbeddingCache | None = None
+        self.embedder: LockedEmbedder | None = None
+        self.syncer: Syncer | None = None
+        self.watcher: Watcher | None = None
+        self.control: ControlServer | None = None
+        self.writer: threading.Thread | None = None
+        self.upkeep: Upkeep | None = None
+        d = settings.daemon
+        self.queue = ChangeQueue(
+            Debouncer(
+                quiet=d.debounce_ms / 1000,
+                max_delay=d.max_delay_ms / 1000,
+                max_paths=d.max_paths,
+                clock=clock,
+            )
+        )
+
+    # -- the script -------------------------------------------------------------
+
+    def run(self) -> int:
+        with capture_signals(self.handle_signal):
+            self.lock.acquire()  # IndexLocked (exit 5) before anything else
+            try:
+                self.startup()
+                self.main_loop()
+            finally:
+                abandoned = self.shutdown()
+        if abandoned:
+            sys.stderr.flush()
+            os._exit(0)  # the writer is stuck in a batch; its state says pending
+        return 0
+
+    def handle_signal(self, sig: int, frame: FrameType | None) -> None:
+        """Only flags (no logging, no locks but the wake-up event)."""
+        if sig == signal.SIGHUP:
+            self.reload_requested = True
+        elif sig == signal.SIGINT and self.should_exit:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+        self._wake.set()
+
+    def startup(self) -> None:
+        """Open the stages, watch every source, serve the socket, start writer and jobs."""
+        d = self.settings.daemon
+        if d.nice:
+            with contextlib.suppress(OSError):
+                os.nice(d.nice)
+        self.store = IndexStore(self.paths.uri, state_file=self.paths.state_file)
+        self.reader = IndexStore(self.paths.uri)
+        self.embedder = LockedEmbedder(make_embedder(self.settings.embedding), clock=self.clock)
+        self.cache = EmbeddingCache(
+            self.paths.cache, max_entries=self.settings.embedding.cache_size
+        )
+        self.syncer = Syncer(self.settings, self.store, self.embedder, self.cache)
+        self.watcher = Watcher(self.queue.put, max_watches=d.max_watches)
+        for spec in self.specs():
+            self.add_source(spec, strict=spec in self.cli_specs)
+        self.watcher.start()
+        self.control = ControlServer(
+            self.paths.socket,
+            {
+                "status": lambda _req: self.status(),
+                "search": self.search,
+                "reload": self._request_reload,
+                "ping": lambda _req: {"ok": True, "pid": os.getpid()},
+            },
+        )
+        self.control.start()
+        self.writer = threading.Thread(target=self._writer_loop, name="writer", daemon=True)
+        self.writer.start()
+        self.upkeep = Upkeep()
+        self._schedule(self.upkeep)
+        self.upkeep.start()
+        log.info(
+            "daemon_started",
+            pid=os.getpid(),
+            index=self.paths.uri,
+            sources=[str(rt.spec) for rt in self.sources.values()],
+            socket=str(self.paths.socket),
+        )
+
+    def main_loop(self) -> None:
+        while not self.should_exit:
+            self.tick()
+            interval = self.notifier.watchdog_interval
+            self._wake.wait(min(interval, 5.0) if interval else 5.0)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        """One turn of the main loop: reloads, readiness, retries, systemd."""
+        if self.reload_requested:
+            self.reload_requested = False
+            self.reload()
+        if self.ready.is_set() and not self._ready_sent:
+            self._ready_sent = True
+            self.notifier.ready(self.status_line())
+            log.info("daemon_ready", seconds=round(self.clock() - self._started_at, 2))
+        now = self.clock()
+        for rt in list(self.sources.values()):
+            if rt.retry_at is not None and rt.retry_at <= now:
+                rt.retry_at = None
+                self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+        if self._ready_sent:
+            self.notifier.status(self.status_line())
+        if self.notifier.watchdog_interval and self._writer_healthy():
+            self.notifier.ping()
+
+    def shutdown(self) -> bool:
+        """Stop intake, finish or abandon the batch in flight, release.  True: abandoned."""
+        self.notifier.stopping()
+        log.info("daemon_stopping")
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.upkeep is not None:
+            self.upkeep.shutdown()
+        self.queue.close()
+        abandoned = False
+        if self.writer is not None:
+            deadline = time.monotonic() + self.settings.daemon.shutdown_timeout_s
+            while self.writer.is_alive() and time.monotonic() < deadline:
+                if self.force_exit:
+                    break
+                self.writer.join(0.1)
+            if self.writer.is_alive():
+                abandoned = True
+                log.warning(
+                    "batch_abandoned",
+                    timeout_s=self.settings.daemon.shutdown_timeout_s,
+                    forced=self.force_exit,
+                )
+        if self.control is not None:
+            self.control.stop()
+        if not abandoned and self.cache is not None:
+            self.cache.close()
+        self.lock.release()
+        log.info("daemon_stopped", abandoned=abandoned)
+        return abandoned
+
+    # -- sources ----------------------------------------------------------------
+
+    def specs(self) -> list[SourceSpec]:
+        configured = [SourceSpec.parse(s) for s in self.settings.daemon.sources]
+        listed = read_sources(self.paths.meta / "sources.json")
+        return merge_sources(self.cli_specs, configured, listed)
+
+    def add_source(self, spec: SourceSpec, *, strict: bool = False) -> None:
+        try:
+            git = GitSource(spec.path, ref=spec.ref)
+        except CodechunkdError as exc:
+            if strict:
+                raise
+            log.error("source_unavailable", source=str(spec), error=str(exc))
+            return
+        if git.source.id in self.sources:
+            return
+        rt = SourceRuntime(spec=spec, git=git)
+        state = self.store.state(git.source.id) if self.store else None
+        if state is not None and state.pending is None:
+            rt.indexed = (state.commit, state.branch)
+        assert self.watcher is not None
+        rt.watch = self.watcher.add(git.source)
+        self.sources[rt.id] = rt
+        self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+
+    def remove_source(self, source_id: str) -> None:
+        rt = self.sources.pop(source_id, None)
+        if rt is None:
+            return
+        self.queue.drop(source_id)
+        if self.watcher is not None:
+            self.watcher.remove(source_id)
+        log.info("source_removed", repo=rt.git.source.repo)
+
+    # -- the writer -------------------------------------------------------------
+
+    def _writer_loop(self) -> None:
+        while True:
+            work = self.queue.get()
+            if work is None:
+                return
+            try:
+                self.step(work)
+            except Exception:
+                log.exception("writer_step_failed")
+
+    def step(self, work: Work) -> None:
+        """Run one unit of work: queued tasks, then every due burst."""
+        for task in work.tasks:
+            self._run_task(task)
+        for source_id, pending in work.changes.items():
+            if self.queue.closed:
+                log.info("changes_abandoned", sources=len(work.changes))
+                return
+            rt = self.sources.get(source_id)
+            if rt is not None:
+                self.sync(rt, pending)
+        if not self.ready.is_set() and all(
+            rt.synced or rt.consecutive_failures for rt in self.sources.values()
+        ):
+            self.ready.set()
+            self._wake.set()
+            self.queue.submit("warmup")
+
+    def sync(self, rt: SourceRuntime, pending: Pending) -> None:
+        assert self.syncer is not None
+        level = pending.level
+        kwargs: dict[str, Any] = {}
+        if level is Level.PATHS:
+            kwargs["paths"] = sorted(pending.paths)
+        elif level is Level.HEAD:
+            head = rt.git.head()
+            if rt.indexed == (head.commit, head.branch):
+                if not pending.paths:
+                    return  # another ref moved (a fetch): nothing to do
+                kwargs["paths"] = sorted(pending.paths)
+        elif level is Level.FULL:
+            kwargs["full"] = True
+        if level >= Level.RESCAN and rt.watch is not None:
+            rt.watch.refresh()
+        started = self.clock()
+        lag_ms = round((started - pending.first_at) * 1000)
+        rt.busy_since = started
+        structlog.contextvars.bind_contextvars(
+            batch_id=uuid.uuid4().hex[:8], trigger=level.name.lower(), lag_ms=lag_ms
+        )
+        try:
+            report = self.syncer.sync(rt.git, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - logged, counted, retried with back-off
+            rt.errors += 1
+            rt.consecutive_failures += 1
+            rt.last_error = str(exc) or type(exc).__name__
+            backoff = min(300.0, 2.0 ** min(rt.consecutive_failures, 9))
+            rt.retry_at = self.clock() + backoff
+            log.error("sync_failed", repo=rt.git.source.repo, error=rt.last_error, retry_s=backoff)
+            self._wake.set()
+            return
+        finally:
+            rt.busy_since = None
+            structlog.contextvars.unbind_contextvars("batch_id", "trigger", "lag_ms")
+        rt.consecutive_failures = 0
+        rt.retry_at = None
+        rt.synced = True
+        rt.indexed = (report.commit, report.branch)
+        rt.last_batch_at = self.clock()
+        doc = report.as_dict()
+        rt.last_batch = {
+            "trigger": level.name.lower(),
+            "lag_ms": lag_ms,
+            "at": datetime.now(UTC).isoformat(),
+            **{
+                k: doc[k]
+                for k in ("added", "changed", "deleted", "renamed", "embedded", "reused", "chunks")
+            },
+            "seconds": doc["seconds"],
+        }
+        if report.chunks or report.deleted:
+            self._batches += 1
+
+    def _run_task(self, task: str) -> None:
+        assert self.store is not None and self.upkeep is not None
+        if task == "compact":
+            error: BaseException | None = None
+            try:
+                assert self.syncer is not None
+                self.syncer.upkeep(force=True)  # compaction, version pruning, index refresh
+            except Exception as exc:  # noqa: BLE001 - counted in the job's stats
+                error = exc
+                log.error("compact_failed", error=str(exc))
+            self.upkeep.record("compact", error)
+        elif task == "warmup":
+            assert self.embedder is not None
+            try:
+                self.embedder.embed(["warm up"])
+            except CodechunkdError as exc:
+                log.error("model_warmup_failed", error=str(exc))
+        elif task == "reload":
+            self._apply_reload()
+
+    # -- scheduled upkeep -------------------------------------------------------
+
+    def _schedule(self, upkeep: Upkeep) -> None:
+        d = self.settings.daemon
+        upkeep.add("reconcile", d.reconcile_interval_s, self._reconcile_all)
+        upkeep.add("degraded_reconcile", d.degraded_reconcile_s, self._reconcile_degraded)
+        upkeep.add("compact", d.compact_interval_s, lambda: self.queue.submit("compact"))
+        if d.idle_unload_s > 0:
+            upkeep.add("idle_unload", max(5.0, d.idle_unload_s / 4), self._unload_if_idle)
+
+    def _reconcile_all(self) -> None:
+        for rt in list(self.sources.values()):
+            self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+
+    def _reconcile_degraded(self) -> None:
+        for rt in list(self.sources.values()):
+            if rt.watch is not None and rt.watch.degraded:
+                self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+
+    def _unload_if_idle(self) -> None:
+        if self.embedder is not None:
+            self.embedder.unload_if_idle(self.settings.daemon.idle_unload_s)
+
+    # -- reload -----------------------------------------------------------------
+
+    def _request_reload(self, _req: Mapping[str, Any]) -> dict[str, bool]:
+        self.reload_requested = True
+        self._wake.set()
+        return {"ok": True}
+
+    def reload(self) -> None:
+        """Re-read settings and the sources list (main thread); the writer applies them."""
+        try:
+            new = self._load_settings() if self._load_settings else self.settings
+        except ConfigError as exc:
+            log.error("reload_failed", error=str(exc))
+            return
+        old = self.settings
+        if new.embedding != old.embedding or new.index != old.index:
+            log.warning("reload_needs_restart", sections=["embedding", "index"])
+            new = dataclasses.replace(new, embedding=old.embedding, index=old.index)
+        self._next_settings = new
+        self.queue.submit("reload")
+
+    def _apply_reload(self) -> None:
+        new = self._next_settings or self.settings
+        self._next_settings = None
+        assert self.store is not None and self.embedder is not None and self.cache is not None
+        self.settings = new
+        self.syncer = Syncer(new, self.store, self.embedder, self.cache)
+        d = new.daemon
+        self.queue.configure(
+            quiet=d.debounce_ms / 1000, max_delay=d.max_delay_ms / 1000, max_paths=d.max_paths
+        )
+        if self.upkeep is not None:
+            self.upkeep.reschedule("reconcile", d.reconcile_interval_s)
+            self.upkeep.reschedule("degraded_reconcile", d.degraded_reconcile_s)
+            self.upkeep.reschedule("compact", d.compact_interval_s)
+        wanted = self.specs()
+        have = {rt.spec: sid for sid, rt in self.sources.items()}
+        for spec, sid in have.items():
+            if spec not in wanted:
+                self.remove_source(sid)
+        for spec in wanted:
+            if spec not in have:
+                self.add_source(spec)
+        log.info("reloaded", sources=[str(rt.spec) for rt in self.sources.values()])
+
+    # -- status and search (control thread) --------------------------------------
+
+    def _writer_healthy(self) -> bool:
+        if self.writer is None or not self.writer.is_alive():
+            return False
+        stall = self.settings.daemon.stall_after_s
+        now = self.clock()
+        return all(
+            rt.busy_since is None or now - rt.busy_since < stall for rt in self.sources.values()
+        )
+
+    def _index_bytes(self) -> int | None:
+        at, size = self._size
+        now = self.clock()
+        if now - at > 60 and self.store is not None:
+            try:
+                size = self.store.size_bytes()
+            except OSError:
+                size = None
+            self._size = (now, size)
+        return size
+
+    def status(self) -> dict[str, Any]:
+        now = self.clock()
+        stall = self.settings.daemon.stall_after_s
+        doc = read_state_file(self.paths.state_file) or {}
+        stored = {s.get("source"): s for s in doc.get("sources", [])}
+        sources: list[dict[str, Any]] = []
+        for rt in list(self.sources.values()):
+            src = rt.git.source
+            s: dict[str, Any] = dict(
+                stored.get(src.id)
+                or {
+                    "source": src.id,
+                    "kind": str(src.kind),
+                    "repo": src.repo,
+                    "git_dir": src.git_dir,
+                    "ref": src.ref,
+                    "branch": None,
+                    "commit": None,
+                    "dirty": {},
+                    "pending": None,
+                    "files": 0,
+                    "chunks": 0,
+                    "updated_at": None,
+                }
+            )
+            try:
+                head = GitSource(rt.spec.path, ref=rt.spec.ref).head()
+                s["head"], s["head_branch"] = head.commit, head.branch
+            except CodechunkdError:
+                s["head"], s["head_branch"] = None, "?"
+            npaths, level, first = self.queue.pending(rt.id)
+            s["fresh"] = bool(rt.synced and s["head"] == s["commit"] and not s["pending"])
+            s["pending_paths"] = npaths
+            s["pending_level"] = level.name.lower() if level is not None else None
+            s["waiting_s"] = round(now - first, 3) if first is not None else 0.0
+            s["busy_s"] = round(now - rt.busy_since, 3) if rt.busy_since is not None else 0.0
+            s["last_batch"] = (
+                dict(rt.last_batch, ago_s=round(now - (rt.last_batch_at or now), 3))
+                if rt.last_batch
+                else None
+            )
+            s["errors"] = rt.errors
+            s["consecutive_failures"] = rt.consecutive_failures
+            s["last_error"] = rt.last_error
+            s["watcher"] = rt.watch.health() if rt.watch is not None else None
+            s["state"] = source_state(s, stall_after=stall)
+            sources.append(s)
+        state = daemon_state(s["state"] for s in sources)
+        if not self.ready.is_set() and state == "ready":
+            state = "indexing"
+        if not self._writer_healthy():
+            state = "stalled"
+        cache = self.cache.stats() if self.cache is not None else None
+        return {
+            "daemon": {
+                "state": state,
+                "pid": os.getpid(),
+                "version": __version__,
+                "started_at": self._started_wall.isoformat(),
+                "uptime_s": round(now - self._started_at, 1),
+                "model_loaded": bool(self.embedder and self.embedder.loaded),
+                "cache": {
+                    "hits": cache.hits,
+                    "misses": cache.misses,
+                    "entries": cache.entries,
+                    "hit_rate": round(cache.hit_rate, 4),
+                }
+                if cache
+                else None,
+                "watcher": self.watcher.health() if self.watcher else None,
+                "jobs": self.upkeep.as_dict() if self.upkeep else {},
+                "summary_backlog": None,
+                "socket": str(self.paths.socket),
+            },
+            "index": self.paths.uri,
+            "index_bytes": self._index_bytes(),
+            "sources": sources,
+        }
+
+    def status_line(self) -> str:
+        doc = self.status()
+        pending = sum(s["pending_paths"] for s in doc["sources"])
+        n = len(doc["sources"])
+        return f"{doc['daemon']['state']}: {n} source(s), {pending} path(s) pending"
+
+    def search(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        from codechunkd.storage.search import Filters, vector_search
+
+        assert self.embedder is not None and self.reader is not None
+        query = str(req.get("query") or "")
+        if not query:
+            return {"error": "empty query"}
+        repo = req.get("repo")
+        filters = Filters(
+            repo=str(repo) if repo else None,
+            branch=req.get("branch"),
+            path=req.get("path"),
+            language=req.get("lang"),
+            kind=req.get("kind"),
+        )
+        qvec = self.embedder.embed([query])[0]
+        hits = vector_search(self.reader, qvec, k=int(req.get("k") or 10), filters=filters)
+        return {"hits": [h.as_dict() for h in hits]}

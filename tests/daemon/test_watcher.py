@@ -1,0 +1,239 @@
+"""The watcher on real inotify events from real git repositories."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+from tests.conftest import Repo
+
+from codechunkd.daemon.debounce import Level
+from codechunkd.daemon.watcher import SYSCTL, Watcher
+from codechunkd.indexer.changes import GitSource
+
+
+@dataclass(frozen=True)
+class Sig:
+    source: str
+    paths: frozenset[str]
+    level: Level
+    urgent: bool
+
+
+@dataclass
+class Helper:
+    """Owns a real Watcher; collects its signals; joins it on close."""
+
+    signals: queue.Queue[Sig] = field(default_factory=queue.Queue)
+    watcher: Watcher | None = None
+
+    def sink(
+        self,
+        source: str,
+        *,
+        paths: Iterable[str] = (),
+        level: Level = Level.PATHS,
+        urgent: bool = False,
+    ) -> None:
+        self.signals.put(Sig(source, frozenset(paths), level, urgent))
+
+    def start(self, max_watches: int = 0) -> Watcher:
+        self.watcher = Watcher(self.sink, max_watches=max_watches)
+        self.watcher.start()
+        return self.watcher
+
+    def drain(self) -> None:
+        while not self.signals.empty():
+            self.signals.get_nowait()
+
+    def expect(self, pred: Callable[[Sig], bool], timeout: float = 3.0) -> Sig:
+        end = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < end:
+            try:
+                s = self.signals.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(s)
+            if pred(s):
+                return s
+        raise AssertionError(f"no matching signal within {timeout}s; saw {seen}")
+
+    def expect_paths(self, *paths: str, timeout: float = 3.0) -> None:
+        want = set(paths)
+        end = time.monotonic() + timeout
+        while want and time.monotonic() < end:
+            s = self.expect(lambda _s: True, timeout=max(0.01, end - time.monotonic()))
+            want -= s.paths
+        assert not want, f"never signalled: {want}"
+
+    def quiet(self, seconds: float = 0.3) -> list[Sig]:
+        """Signals that arrive within `seconds` (for asserting that none do)."""
+        out = []
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return out
+            try:
+                out.append(self.signals.get(timeout=left))
+            except queue.Empty:
+                return out
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+
+
+@pytest.fixture
+def helper() -> Iterator[Helper]:
+    h = Helper()
+    yield h
+    h.close()
+
+
+def committed(repo: Repo) -> Repo:
+    repo.write(".gitignore", "node_modules/\nbuild/\n*.log\n")
+    repo.write("src/app.py", "def main():\n    return 1\n")
+    repo.write("src/pkg/util.py", "X = 1\n")
+    repo.write("docs/readme.md", "# Docs\n")
+    repo.commit("init")
+    return repo
+
+
+def test_edits_new_files_deletes_and_renames_are_signalled(repo: Repo, helper: Helper) -> None:
+    """Saves, new files, deletes and renames become path signals, relative to the tree."""
+    committed(repo)
+    git = GitSource(repo.path)
+    helper.start().add(git.source)
+    repo.write("src/app.py", "def main():\n    return 2\n")
+    helper.expect_paths("src/app.py")
+    repo.write("src/new.py", "Y = 2\n")
+    helper.expect_paths("src/new.py")
+    repo.remove("docs/readme.md")
+    helper.expect_paths("docs/readme.md")
+    os.rename(repo.path / "src/new.py", repo.path / "src/renamed.py")
+    helper.expect_paths("src/new.py", "src/renamed.py")
+
+
+def test_editor_atomic_save_is_signalled(repo: Repo, helper: Helper) -> None:
+    """Writing a temp file and renaming it over the target signals the target."""
+    committed(repo)
+    helper.start().add(GitSource(repo.path).source)
+    tmp = repo.path / "src/.app.py.swp"
+    tmp.write_text("def main():\n    return 3\n")
+    os.replace(tmp, repo.path / "src/app.py")
+    helper.expect_paths("src/app.py")
+
+
+def test_ignored_trees_are_not_watched_and_their_events_dropped(repo: Repo, helper: Helper) -> None:
+    """node_modules and build/ get no watch; an ignored file in a watched dir is dropped."""
+    committed(repo)
+    for i in range(20):
+        (repo.path / f"node_modules/pkg{i}/lib").mkdir(parents=True)
+    (repo.path / "build/out").mkdir(parents=True)
+    w = helper.start()
+    sw = w.add(GitSource(repo.path).source)
+    tree_dirs = {"", "src", "src/pkg", "docs"}
+    assert sw.watches < len(tree_dirs) + 12  # + the git dirs, never the 40+ ignored ones
+    (repo.path / "node_modules/pkg3/lib/x.js").write_text("x")
+    (repo.path / "build/out/a.o").write_text("x")
+    (repo.path / "src/debug.log").write_text("x")
+    assert [s for s in helper.quiet(0.4) if s.paths] == []
+    assert sw.dropped >= 1
+
+
+def test_new_directory_is_watched_and_its_files_signalled(repo: Repo, helper: Helper) -> None:
+    """A directory created (or moved in) with files already inside is watched and listed."""
+    committed(repo)
+    helper.start().add(GitSource(repo.path).source)
+    staging = repo.path.parent / "staging"
+    (staging / "inner").mkdir(parents=True)
+    (staging / "inner/a.py").write_text("A = 1\n")
+    (staging / "b.py").write_text("B = 1\n")
+    os.rename(staging, repo.path / "src/moved")
+    helper.expect_paths("src/moved/b.py", "src/moved/inner/a.py")
+    (repo.path / "src/moved/inner/c.py").write_text("C = 1\n")
+    helper.expect_paths("src/moved/inner/c.py")
+
+
+def test_removed_directory_and_gitignore_change_ask_for_a_rescan(
+    repo: Repo, helper: Helper
+) -> None:
+    """Events cannot describe a vanished tree or new ignore rules: a RESCAN is asked for."""
+    committed(repo)
+    helper.start().add(GitSource(repo.path).source)
+    repo.git("rm", "-rq", "src/pkg")
+    helper.expect(lambda s: s.level is Level.RESCAN)
+    helper.drain()
+    repo.write(".gitignore", "node_modules/\n")
+    helper.expect(lambda s: s.level is Level.RESCAN)
+
+
+def test_checkout_commit_and_branch_create_signal_head(repo: Repo, helper: Helper) -> None:
+    """git renames HEAD.lock and refs/heads/x.lock into place: each is a HEAD signal."""
+    committed(repo)
+    helper.start().add(GitSource(repo.path).source)
+    repo.git("checkout", "-q", "-b", "feature")
+    helper.expect(lambda s: s.level is Level.HEAD)
+    helper.drain()
+    repo.write("src/app.py", "def main():\n    return 9\n")
+    repo.commit("on feature")
+    helper.expect(lambda s: s.level is Level.HEAD)
+    helper.drain()
+    repo.git("checkout", "-q", "main")
+    helper.expect(lambda s: s.level is Level.HEAD)
+    helper.drain()
+    repo.git("pack-refs", "--all")
+    helper.expect(lambda s: s.level is Level.HEAD)
+
+
+def test_linked_worktree_head_is_watched(repo: Repo, helper: Helper, tmp_path: Path) -> None:
+    """A linked worktree's HEAD lives in <main>/.git/worktrees/<name>/HEAD."""
+    committed(repo)
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", "-b", "side", str(wt))
+    git = GitSource(wt)
+    helper.start().add(git.source)
+    subprocess_git(wt, "checkout", "-q", "-b", "side2")
+    sig = helper.expect(lambda s: s.level is Level.HEAD)
+    assert git.source.id == sig.source
+    (wt / "src/app.py").write_text("def main():\n    return 5\n")
+    helper.expect_paths("src/app.py")
+
+
+def subprocess_git(path: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+
+
+def test_watch_budget_short_is_degraded_with_a_warning(repo: Repo, helper: Helper) -> None:
+    """Past the budget nothing fails silently: a warning names the sysctl, status says why."""
+    committed(repo)
+    for i in range(30):
+        (repo.path / f"src/d{i}").mkdir()
+    w = helper.start(max_watches=12)
+    with capture_logs() as logs:
+        sw = w.add(GitSource(repo.path).source)
+    assert sw.degraded is not None
+    assert SYSCTL in sw.degraded
+    warning = next(e for e in logs if e["event"] == "inotify_watch_limit")
+    assert (warning["log_level"], warning["sysctl"]) == ("warning", SYSCTL)
+    repo.git("checkout", "-q", "-b", "other")  # the git dir is still watched
+    helper.expect(lambda s: s.level is Level.HEAD)
+
+
+def test_queue_overflow_asks_for_an_urgent_full_reconcile(repo: Repo, helper: Helper) -> None:
+    """The kernel dropped events: every file must be rehashed, now."""
+    committed(repo)
+    sw = helper.start().add(GitSource(repo.path).source)
+    sw.on_queue_overflow()
+    sig = helper.expect(lambda s: s.level is Level.FULL)
+    assert sig.urgent
+    assert sw.health()["overflows"] == 1
