@@ -21,6 +21,7 @@ from codechunkd.indexer.onnx_export import (
     MODEL_FILE,
     cached_model,
     export_dir,
+    export_in_subprocess,
     export_model,
 )
 from codechunkd.indexer.tokens import counter_for
@@ -50,7 +51,8 @@ def onnx_settings(tmp_path_factory: pytest.TempPathFactory) -> EmbeddingSettings
     settings = EmbeddingSettings(
         backend="onnx", onnx_dir=str(tmp_path_factory.mktemp("onnx")), batch_size=16
     )
-    export_model(settings)
+    path = export_in_subprocess(settings)  # what the backend does on first use
+    assert path == cached_model(settings, model_fingerprint(settings.model))
     return settings
 
 
@@ -124,6 +126,15 @@ def test_failed_export_leaves_nothing(tmp_path: Path) -> None:
         export_model(settings)
     assert [p.name for p in cache.iterdir()] == []
     assert cached_model(settings, model_fingerprint(settings.model)) is None
+
+
+def test_export_in_subprocess_reports_the_error(tmp_path: Path) -> None:
+    """The child's failure comes back as an EmbeddingError with its reason."""
+    settings = EmbeddingSettings(
+        backend="onnx", model=str(tmp_path / "missing"), onnx_dir=str(tmp_path)
+    )
+    with pytest.raises(EmbeddingError, match="needs a local model directory"):
+        export_in_subprocess(settings)
 
 
 def test_incomplete_export_is_not_used(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ The fp32 graph gives the same vectors as the torch backend (mean cosine ≥ 0.99
 enforced by a test), so it has the same ``model_id`` and shares the embedding
 cache.  The optional int8 copy (``embedding.quantized``) does not, and has its own.
 
-Loading imports onnxruntime and tokenizers only (~0.15 s); torch is imported only
-when the model still has to be exported (``onnx_export.export_model``).
+Loading imports onnxruntime and tokenizers only (~0.3 s with the session); when
+the model is not exported yet, the export runs once in a child process
+(``onnx_export.export_in_subprocess``), so this process never imports torch.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ import numpy.typing as npt
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.errors import EmbeddingError
 from codechunkd.indexer.embedder import Vectors, model_dimension, model_fingerprint
-from codechunkd.indexer.onnx_export import ModelLayout, cached_model, export_model, model_layout
+from codechunkd.indexer.onnx_export import (
+    ModelLayout,
+    cached_model,
+    export_in_subprocess,
+    model_layout,
+)
 
 # sentence-transformers' pooling modes, in the order it concatenates them.
 _LEGACY_MODES = {
@@ -125,7 +131,7 @@ class OnnxEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            path = self.model_file or export_model(self._settings)
+            path = self.model_file or export_in_subprocess(self._settings)
             layout = model_layout(self._settings.model)
             try:
                 import onnxruntime as ort

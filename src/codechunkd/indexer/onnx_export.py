@@ -20,8 +20,11 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -166,6 +169,51 @@ def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
         return found
 
 
+def export_in_subprocess(settings: EmbeddingSettings, *, timeout: float = 900.0) -> Path:
+    """``export_model`` in a child Python, so this process never imports torch.
+
+    The daemon and ``codechunkd search`` use this on first use: torch's ~9 s import
+    and its hundreds of MB stay in a process that exits when the export is done.
+    """
+    argv = [sys.executable, "-m", "codechunkd.indexer.onnx_export", "--model", settings.model]
+    if settings.onnx_dir:
+        argv += ["--onnx-dir", settings.onnx_dir]
+    if settings.quantized:
+        argv.append("--quantized")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EmbeddingError(f"cannot run the ONNX export of {settings.model!r}: {exc}") from exc
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise EmbeddingError(
+            f"ONNX export of {settings.model!r} failed: {lines[-1] if lines else done.returncode}"
+        )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m codechunkd.indexer.onnx_export``: export one model, print its path."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Export a model to ONNX for codechunkd.")
+    parser.add_argument("--model", default=EmbeddingSettings().model)
+    parser.add_argument("--onnx-dir", default="")
+    parser.add_argument("--quantized", action="store_true")
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    settings = EmbeddingSettings(
+        backend="onnx", model=args.model, onnx_dir=args.onnx_dir, quantized=args.quantized
+    )
+    try:
+        path = export_model(settings, force=args.force)
+    except EmbeddingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(path)
+    return 0
+
+
 @contextlib.contextmanager
 def _staging(final: Path) -> Iterator[Path]:
     """A temporary directory beside ``final`` that replaces it atomically on success."""
@@ -251,8 +299,17 @@ def _quantize(source: Path, target: Path) -> None:
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+        # The quantizer warns through the root logger (pre-processing advice) and warnings.
+        logging.disable(logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
     except Exception as exc:
         raise EmbeddingError(f"cannot quantize {source}: {exc}") from exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Embedding backends side by side, on the same real code chunks, in one run.
+
+    .venv/bin/python bench/embedding.py [--n 300] [--backends torch,onnx,onnx-t2,onnx-int8,remote]
+
+Chunks are functions and methods taken from the Python standard library (as
+they sit in their files, indentation included).  Each backend runs in its own
+subprocess, so "import+load" is a cold start (imports, model load, first
+batch) and "peak RSS" is that process's alone.  For each backend it prints raw
+throughput (texts/s and tokens/s, tokens as the model reads them, i.e. after
+truncation to ``max_seq_length``), the cosine of its vectors to torch fp32's, and
+the throughput ratio to torch.  ``remote`` is the remote backend talking to a
+local ``/v1/embeddings`` server (this script, ``--serve``, running the onnx
+backend) over 127.0.0.1: its throughput is the onnx model's minus the protocol.
+
+The ONNX export is made once, before the runs, into ``--onnx-dir`` (a temporary
+directory by default), and its time is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+MODULES = (
+    "textwrap.py",
+    "shutil.py",
+    "difflib.py",
+    "argparse.py",
+    "configparser.py",
+    "tarfile.py",
+    "zipfile.py",
+    "inspect.py",
+    "typing.py",
+    "dataclasses.py",
+    "pathlib.py",
+    "subprocess.py",
+    "smtplib.py",
+    "ftplib.py",
+    "imaplib.py",
+    "calendar.py",
+    "pydoc.py",
+    "logging/__init__.py",
+)
+BACKENDS = {
+    "torch": {"backend": "torch"},
+    "torch-t2": {"backend": "torch", "threads": 2},
+    "onnx": {"backend": "onnx"},
+    "onnx-t2": {"backend": "onnx", "threads": 2},
+    "onnx-int8": {"backend": "onnx", "quantized": True},
+    "remote": {"backend": "remote"},
+}
+
+
+def stdlib_functions(count: int) -> list[str]:
+    """Real code: function and method sources between 200 and 3000 characters."""
+    out: list[str] = []
+    for name in MODULES:
+        source = (STDLIB / name).read_text()
+        lines = source.splitlines(keepends=True)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno is not None:
+                text = "".join(lines[node.lineno - 1 : node.end_lineno])
+                if 200 <= len(text) <= 3000:
+                    out.append(text)
+                    if len(out) == count:
+                        return out
+    return out
+
+
+def peak_rss_mb() -> float:
+    """This process's high-water RSS (VmHWM: unlike ru_maxrss it is not inherited over exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_backend(args: argparse.Namespace) -> None:
+    """Child: cold start, then embed every text once; write vectors and figures."""
+    texts = stdlib_functions(args.n)
+    t0 = time.perf_counter()
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.indexer.embedder import make_embedder
+
+    options: dict[str, Any] = {**BACKENDS[args.run], "onnx_dir": args.onnx_dir}
+    if args.run == "remote":
+        options.update(remote_url=args.url, remote_model="bench", concurrency=1)
+    embedder = make_embedder(EmbeddingSettings(batch_size=args.batch_size, **options))
+    embedder.embed(texts[:4])  # loads the model: part of a cold start
+    load_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    vectors = embedder.embed(texts)
+    embed_s = time.perf_counter() - t1
+    np.save(args.out, vectors)
+    result = {
+        "load_s": load_s,
+        "embed_s": embed_s,
+        "rss_mb": peak_rss_mb(),
+        "torch_imported": "torch" in sys.modules,
+        "model_id": embedder.model_id,
+    }
+    Path(args.out).with_suffix(".json").write_text(json.dumps(result))
+
+
+def export(args: argparse.Namespace) -> None:
+    """Child: the ONNX export (imports torch), kept out of the parent's memory."""
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.indexer.onnx_export import export_model
+
+    export_model(EmbeddingSettings(backend="onnx", onnx_dir=args.onnx_dir))
+    if args.export == "int8":
+        export_model(EmbeddingSettings(backend="onnx", onnx_dir=args.onnx_dir, quantized=True))
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Child: an OpenAI-compatible embeddings server on 127.0.0.1 backed by the onnx backend."""
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.indexer.embed_onnx import OnnxEmbedder
+
+    embedder = OnnxEmbedder(
+        EmbeddingSettings(backend="onnx", onnx_dir=args.onnx_dir, batch_size=args.batch_size)
+    )
+    embedder.load()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            vectors = embedder.embed(body["input"])
+            data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            payload = json.dumps({"model": body["model"], "data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *a: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(httpd.server_address[1], flush=True)
+    server = threading.Thread(target=httpd.serve_forever)
+    server.start()
+    sys.stdin.read()  # the parent closes our stdin to stop us
+    httpd.shutdown()
+    server.join()
+
+
+def child(argv: list[str]) -> None:
+    subprocess.run([sys.executable, __file__, *argv], check=True)
+
+
+def run_remote(argv: list[str]) -> None:
+    """The remote backend's child, against a fresh local server process."""
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", *argv[: argv.index("--run")]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    port = server.stdout.readline().strip()
+    try:
+        child([*argv, "--url", f"http://127.0.0.1:{port}/v1"])
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=300, help="texts to embed")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--onnx-dir", default="")
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="runs per backend, round-robin; the best is shown"
+    )
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--export", choices=["fp32", "int8"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.export:
+        return export(args)
+    if args.serve:
+        return serve(args)
+    if args.run:
+        return run_backend(args)
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))
+    onnx_dir = args.onnx_dir or str(work / "onnx")
+    common = ["--n", str(args.n), "--batch-size", str(args.batch_size), "--onnx-dir", onnx_dir]
+    names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if "torch" not in names:
+        names.insert(0, "torch")
+
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.indexer.tokens import counter_for
+
+    texts = stdlib_functions(args.n)
+    settings = EmbeddingSettings(backend="onnx", onnx_dir=onnx_dir)
+    tokens = sum(min(n, settings.max_seq_length) for n in counter_for(settings.model)(texts))
+    if any(n.startswith("onnx") or n == "remote" for n in names):
+        t = time.perf_counter()
+        child([*common, "--export", "int8" if "onnx-int8" in names else "fp32"])
+        print(f"onnx export (once, cached; in a child process): {time.perf_counter() - t:.1f} s")
+
+    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[float]] = {}
+    for round_ in range(args.repeat):
+        for name in names:  # round-robin, so a noisy neighbour hurts every backend alike
+            out = work / f"{name}-{round_}.npy"
+            if name == "remote":
+                run_remote([*common, "--run", name, "--out", str(out)])
+            else:
+                child([*common, "--run", name, "--out", str(out)])
+            run = json.loads(out.with_suffix(".json").read_text())
+            run["vectors"] = np.load(out)
+            runs.setdefault(name, []).append(len(texts) / run["embed_s"])
+            best = results.get(name)
+            if best is None or run["embed_s"] < best["embed_s"]:
+                results[name] = {**run, "load_s": min(run["load_s"], (best or run)["load_s"])}
+
+    reference = results["torch"]
+    chars = sum(len(t) for t in texts)
+    print(
+        f"\n{len(texts)} stdlib functions, mean {chars / len(texts):.0f} chars, "
+        f"{tokens / len(texts):.0f} tokens read per text (cap {settings.max_seq_length}), "
+        f"batch {args.batch_size}, {os.cpu_count()} CPUs, best of {args.repeat} round-robin runs\n"
+    )
+    header = (
+        f"{'backend':<10} {'texts/s':>8} {'tokens/s':>9} {'vs torch':>8} {'cos mean':>9} "
+        f"{'cos min':>8} {'import+load s':>13} {'peak RSS MB':>11} {'torch?':>6}  "
+        f"{'all runs texts/s':<18} model id"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        rate = len(texts) / r["embed_s"]
+        cos = (r["vectors"] * reference["vectors"]).sum(axis=1)
+        ratio = rate / (len(texts) / reference["embed_s"])
+        print(
+            f"{name:<10} {rate:>8.2f} {tokens / r['embed_s']:>9.0f} {ratio:>8.2f} "
+            f"{cos.mean():>9.6f} {cos.min():>8.6f} {r['load_s']:>13.2f} {r['rss_mb']:>11.0f} "
+            f"{'yes' if r['torch_imported'] else 'no':>6}  "
+            f"{' '.join(f'{x:.1f}' for x in runs[name]):<18} {r['model_id']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
