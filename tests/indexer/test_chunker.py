@@ -378,11 +378,11 @@ def test_data_files_by_keys(count_tokens: CountTokens, check: Checker) -> None:
     js = b'{"name": "x", "scripts": {"build": "tsc --build all", "test": "jest --coverage"}}'
     chunks = chunk("package.json", js, settings, count_tokens=count_tokens)
     check(js, chunks, 40)
-    assert {c.symbol for c in chunks} >= {"scripts.build", "scripts.test"}
+    assert {n for c in chunks for n in (c.symbol, *c.names)} >= {"scripts.build", "scripts.test"}
     yml = b"a: 1\nb:\n  c: 2222222222222222\n  d: 3333333333333333\ne: 3\n"
     chunks = chunk("x.yaml", yml, ChunkingSettings(budget=30), count_tokens=count_tokens)
     check(yml, chunks, 30)
-    assert "b.d" in {c.symbol for c in chunks}
+    assert "b.d" in {n for c in chunks for n in (c.symbol, *c.names)}
     toml = b'x = 1\n[tool]\nname = "aaaaaaaaaaaaaaaaaaaaaaaa"\nmore = "bbbbbbbbbbbbbbbbbbbbbbbb"\n'
     chunks = chunk("pyproject.toml", toml, settings, count_tokens=count_tokens)
     check(toml, chunks, 40)

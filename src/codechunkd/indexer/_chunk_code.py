@@ -33,7 +33,7 @@ __all__ = ["Anchor", "CodeSplitter", "Piece", "line_cuts", "nws_size"]
 _WS: Final = b" \t\r\n\f\v"
 # Non-whitespace *characters*: drop ASCII whitespace and UTF-8 continuation bytes.
 _NOT_COUNTED: Final = _WS + bytes(range(0x80, 0xC0))
-_MAX_DEPTH: Final = 400
+_MAX_SCOPE: Final = 8  # enclosing names kept in a qualified symbol (deep data nests)
 _WORD: Final = re.compile(rb"[^ \t\r\n\f\v]+")
 
 
@@ -48,9 +48,17 @@ Scope = tuple[tuple[str, str, str], ...]
 
 @dataclass(slots=True, eq=False)
 class Anchor:
-    """Stands for the piece that will represent a split definition once it exists."""
+    """A definition split over several pieces: its first glue piece will stand for it."""
 
+    kind: str
+    symbol: str
+    defn: Node
+    name: str
+    comments: tuple[Node, ...]
+    parent: Piece | Anchor | None
+    scope: Scope
     target: Piece | None = None
+    parts: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -68,13 +76,14 @@ class Piece:
     comments: tuple[Node, ...] = ()
     part: int = 0
     names: tuple[str, ...] = ()
+    name: str = ""
 
 
 @dataclass(slots=True, eq=False)
 class _Unit:
     start: int
     end: int
-    node: Node
+    node: Node | None  # None for a run of text (lines of a token, text between children)
     defn: Node | None
     spec: DefSpec | None
     size: int
@@ -92,7 +101,7 @@ class _Ctx:
 
 @dataclass(slots=True, eq=False)
 class _Seg:
-    kind: str  # "glue", "def", "big"
+    kind: str  # "glue" or "def"
     units: list[_Unit] = field(default_factory=list)
     size: int = 0
 
@@ -215,9 +224,14 @@ class CodeSplitter:
                     units.append(self._glue(p))
                 comments = tuple(pending[k:])
                 start = comments[0].start_byte if comments else c.start_byte
-                units.append(
-                    _Unit(start, c.end_byte, c, defn, spec, self._size(start, c.end_byte), comments)
-                )
+                size = self._size(start, c.end_byte)
+                if comments and size > self.budget:
+                    alone = self._size(c.start_byte, c.end_byte)
+                    if alone <= self.budget:
+                        # never cut a definition that fits for the sake of its comments
+                        units.extend(self._glue(p) for p in comments)
+                        comments, start, size = (), c.start_byte, alone
+                units.append(_Unit(start, c.end_byte, c, defn, spec, size, comments))
             else:
                 for p in pending:
                     units.append(self._glue(p))
@@ -234,7 +248,7 @@ class CodeSplitter:
     def _expand(self, u: _Unit) -> list[Node]:
         """The children that make up a definition unit, with its body opened."""
         out: list[Node] = list(u.comments)
-        assert u.defn is not None
+        assert u.defn is not None and u.node is not None
         self._flatten_to(u.node, u.defn, out, 0)
         return out
 
@@ -278,24 +292,35 @@ class CodeSplitter:
         )
 
     def _layout(self, units: list[_Unit], lo: int, hi: int, ctx: _Ctx) -> None:
-        """Tile ``[lo, hi)`` with segments of ``units`` and schedule them, in order."""
+        """Tile ``[lo, hi)`` with segments of ``units`` and schedule them, in order.
+
+        Glue over the budget is opened in place (its children, or its lines) so that
+        its small pieces merge with their neighbours across levels, as cAST does.
+        """
         budget = self.budget
         segs: list[_Seg] = []
         cur: _Seg | None = None
-        for u in units:
+        work = units[::-1]
+        while work:
+            u = work.pop()
             if u.spec is not None and not self._mergeable(u):
                 cur = None
                 segs.append(_Seg("def", [u], u.size))
                 continue
-            if u.spec is None and not u.node.is_named and segs:
+            node = u.node
+            if u.spec is None and node is not None and not node.is_named and segs:
                 last = segs[-1]
-                if last.kind != "big" and last.size + u.size <= budget:
+                if last.size + u.size <= budget:
                     last.units.append(u)
                     last.size += u.size
                     continue
             if u.size > budget:
-                cur = None
-                segs.append(_Seg("big", [u], u.size))
+                opened = self._open(u)
+                if opened is not None:
+                    work.extend(reversed(opened))
+                    continue
+                cur = None  # a single word longer than the budget: a chunk of its own
+                segs.append(_Seg("glue", [u], u.size))
                 continue
             if cur is None or cur.size + u.size > budget:
                 cur = _Seg("glue")
@@ -312,12 +337,49 @@ class CodeSplitter:
             tasks.append(self._task(seg, a, b, ctx))
         self._stack.extend(reversed(tasks))
 
+    def _open(self, u: _Unit) -> list[_Unit] | None:
+        """The pieces of an oversized unit: its children (and the text between), or lines."""
+        node = u.node
+        if node is None or node.child_count == 0:
+            pieces = self._text_units(u.start, u.end)
+            return pieces if len(pieces) > 1 else None
+        out: list[_Unit] = []
+        pos = u.start
+        for c in self._units(node.children):
+            if c.start > pos:
+                out.extend(self._text_units(pos, c.start))
+            out.append(c)
+            pos = max(pos, c.end)
+        if u.end > pos:
+            out.extend(self._text_units(pos, u.end))
+        return out
+
+    def _text_units(self, a: int, b: int) -> list[_Unit]:
+        """Runs of text in ``[a, b)`` cut at lines (and at whitespace in long lines)."""
+        bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
+        out = []
+        for i in range(len(bounds) - 1):
+            x, y = bounds[i], bounds[i + 1]
+            size = self._size(x, y)
+            if size:
+                out.append(_Unit(x, y, None, None, None, size))
+        return out
+
     def _task(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> Callable[[], None]:
         if seg.kind == "glue":
             return lambda: self._glue_piece(seg, a, b, ctx)
-        if seg.kind == "big":
-            return lambda: self._split_node(seg.units[0].node, a, b, ctx)
         return lambda: self._definition(seg.units[0], a, b, ctx)
+
+    def _emit(self, p: Piece) -> None:
+        par = p.parent
+        if isinstance(par, Anchor) and p.defn is None and p.synthetic_text is None:
+            par.parts += 1
+            p.part = par.parts
+            if par.target is None:
+                par.target = p
+                p.kind, p.symbol, p.defn, p.name = par.kind, par.symbol, par.defn, par.name
+                p.comments, p.parent, p.scope = par.comments, par.parent, par.scope
+        self.out.append(p)
 
     def _leaf(self, a: int, b: int, ctx: _Ctx) -> None:
         if self._size(a, b) > self.budget:
@@ -325,7 +387,7 @@ class CodeSplitter:
             bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
             if len(bounds) > 2:
                 for i in range(len(bounds) - 1):
-                    self.out.append(
+                    self._emit(
                         Piece(
                             bounds[i],
                             bounds[i + 1],
@@ -336,7 +398,7 @@ class CodeSplitter:
                         )
                     )
                 return
-        self.out.append(Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent))
+        self._emit(Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent))
 
     def _glue_piece(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> None:
         defs = [u for u in seg.units if u.spec is not None]
@@ -344,29 +406,34 @@ class CodeSplitter:
             self._leaf(a, b, ctx)
             return
         names = tuple(name_of(u.defn) for u in defs if u.defn is not None)
-        if len(defs) == 1 and all(u is defs[0] or not u.node.is_named for u in seg.units):
+        if len(defs) == 1 and all(
+            u is defs[0] or (u.node is not None and not u.node.is_named) for u in seg.units
+        ):
             u = defs[0]
             assert u.spec is not None and u.defn is not None
             kind, symbol = self._kind_symbol(u.spec, names[0], ctx.scope)
-            self.out.append(
-                Piece(a, b, kind, symbol, ctx.scope, ctx.parent, defn=u.defn, comments=u.comments)
+            self._emit(
+                Piece(
+                    a,
+                    b,
+                    kind,
+                    symbol,
+                    ctx.scope,
+                    ctx.parent,
+                    defn=u.defn,
+                    comments=u.comments,
+                    name=names[0],
+                )
             )
             return
         symbols = tuple(self._qualify(ctx.scope, n) for n in names if n)
         piece = Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent, names=symbols)
-        self.out.append(piece)
-
-    def _split_node(self, node: Node, a: int, b: int, ctx: _Ctx) -> None:
-        inner = _Ctx(ctx.scope, ctx.parent, ctx.glue_kind, ctx.glue_symbol, ctx.depth + 1)
-        if node.child_count == 0 or ctx.depth >= _MAX_DEPTH:
-            self._lines(a, b, inner)
-            return
-        self._layout(self._units(node.children), a, b, inner)
+        self._emit(piece)
 
     def _lines(self, a: int, b: int, ctx: _Ctx) -> None:
         bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
         for i in range(len(bounds) - 1):
-            self.out.append(
+            self._emit(
                 Piece(
                     bounds[i], bounds[i + 1], ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent
                 )
@@ -375,7 +442,7 @@ class CodeSplitter:
     # -- definitions -------------------------------------------------------------------
 
     def _qualify(self, scope: Scope, name: str) -> str:
-        names = [n for _, n, _ in scope if n]
+        names = [n for _, n, _ in scope[-_MAX_SCOPE:] if n]
         if name:
             names.append(name)
         return self.rules.separator.join(names)
@@ -412,6 +479,7 @@ class CodeSplitter:
                         synthetic_text=self._header_text(u, units),
                         defn=defn,
                         comments=u.comments,
+                        name=name,
                     )
                     self.out.append(header)
                     parent = header
@@ -421,39 +489,33 @@ class CodeSplitter:
                 return
         if self._size(a, b) <= self.budget:
             self.out.append(
-                Piece(a, b, kind, symbol, ctx.scope, ctx.parent, defn=defn, comments=u.comments)
+                Piece(
+                    a,
+                    b,
+                    kind,
+                    symbol,
+                    ctx.scope,
+                    ctx.parent,
+                    defn=defn,
+                    comments=u.comments,
+                    name=name,
+                )
             )
             return
         # Over the budget: cAST recursion; the first piece stands for the definition.
         if units is None:
             units = self._units(self._expand(u))
-        anchor = Anchor()
-        first = len(self.out)
+        anchor = Anchor(
+            kind=kind,
+            symbol=symbol,
+            defn=defn,
+            name=name,
+            comments=u.comments,
+            parent=ctx.parent,
+            scope=ctx.scope,
+        )
         glue_kind = kind if spec.mode == "nest" else "block"
-        inner = _Ctx(inner_scope, anchor, glue_kind, symbol, depth)
-
-        def finish() -> None:
-            for i in range(first, len(self.out)):
-                p = self.out[i]
-                if p.synthetic_text is None and p.parent is anchor and p.defn is None:
-                    p.kind = kind
-                    p.symbol = symbol
-                    p.defn = defn
-                    p.comments = u.comments
-                    p.parent = ctx.parent
-                    p.scope = ctx.scope
-                    p.part = 1
-                    anchor.target = p
-                    break
-            part = 2
-            for i in range(first, len(self.out)):
-                p = self.out[i]
-                if p.parent is anchor and p.defn is None and p.synthetic_text is None:
-                    p.part = part
-                    part += 1
-
-        self._stack.append(finish)
-        self._layout(units, a, b, inner)
+        self._layout(units, a, b, _Ctx(inner_scope, anchor, glue_kind, symbol, depth))
 
     def _header_text(self, u: _Unit, units: list[_Unit]) -> str:
         """A class header: its own text with each member definition cut to its signature."""
@@ -461,7 +523,7 @@ class CodeSplitter:
         parts: list[bytes] = []
         pos = u.start
         for x in units:
-            if x.spec is None or x.defn is None or not x.spec.kind:
+            if x.spec is None or x.defn is None or x.node is None or not x.spec.kind:
                 continue
             sig_start = x.node.start_byte
             parts.append(src[pos:sig_start])
@@ -483,11 +545,12 @@ def _signature_bytes(src: bytes, defn: Node, start: int, *, elide: bool) -> byte
             return src[start:nl].rstrip() + b" ..."
         return src[start:end].rstrip()
     end = body.start_byte
-    for c in defn.children:
-        if c.start_byte >= body.start_byte:
-            break
-        if not c.type.endswith("comment"):
-            end = c.end_byte
+    prev = body.prev_sibling
+    while prev is not None and prev.type.endswith("comment") and prev.start_byte > start:
+        end = prev.start_byte
+        prev = prev.prev_sibling
+    if prev is not None and prev.start_byte >= start:
+        end = prev.end_byte
     sig = src[start : max(end, start)].rstrip()
     if not elide:
         return sig

@@ -36,7 +36,6 @@ Kinds: ``module``, ``block``, ``function``, ``method``, ``class``, ``struct``,
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import inspect
 import re
@@ -51,7 +50,7 @@ from codechunkd.config.settings import ChunkingSettings
 from codechunkd.indexer._chunk_code import Anchor, CodeSplitter, Piece, signature_text
 from codechunkd.indexer._chunk_text import split_rst, split_text
 from codechunkd.indexer.languages import TEXT, detect_language, get_language, has_grammar
-from codechunkd.indexer.rules import Rules, body_of, name_of, rules_for
+from codechunkd.indexer.rules import Rules, body_of, rules_for
 from codechunkd.types import ContentHash
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "content_hash"]
@@ -111,7 +110,6 @@ class Chunk:
 
 
 _WS: Final = b" \t\r\n\f\v"
-_NEWLINE: Final = re.compile(b"\n")
 _COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
 _STR_PREFIX: Final = re.compile(r"^[rRbBuUfF]*")
 _local = threading.local()
@@ -164,12 +162,12 @@ def _finish(
     pieces: list[Piece],
     count_tokens: CountTokens | None,
 ) -> list[Chunk]:
-    newlines = [m.start() for m in _NEWLINE.finditer(src)]
+    """Trim the pieces, give them text, lines, ids and context headers, count their tokens."""
     ids: dict[int, str | None] = {}
     seen: dict[tuple[str, str], int] = {}
-    rows: list[dict[str, object]] = []
+    rows: list[tuple[Piece, str, int, int, int, int, str, str, str, str, str]] = []
     module_id: str | None = None
-    kept: list[Piece] = []
+    line_pos, line_no = 0, 1  # a cursor: pieces come (almost always) in file order
     for p in pieces:
         a, b = p.start, p.end
         seg = src[a:b]
@@ -179,61 +177,67 @@ def _finish(
             continue
         a += len(seg) - len(seg.lstrip(_WS))
         b = a + len(stripped)
-        text = (
-            p.synthetic_text
-            if p.synthetic_text is not None
-            else stripped.decode("utf-8", "replace")
-        )
+        synthetic = p.synthetic_text is not None
+        text = p.synthetic_text if p.synthetic_text is not None else stripped.decode("utf-8")
         chash = content_hash(text)
         key = (p.kind, chash)
         occ = seen.get(key, 0)
         seen[key] = occ + 1
         cid = hashlib.sha256(f"{path}\0{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
         ids[id(p)] = cid
-        if module_id is None and p.kind == "module" and p.synthetic_text is None:
+        if module_id is None and p.kind == "module" and not synthetic:
             module_id = cid
-        signature = docstring = ""
-        name = ""
-        if p.defn is not None:
-            name = name_of(p.defn)
-            sig_start = p.defn.start_byte
-            signature = signature_text(src, p.defn, sig_start)
-            docstring = _docstring(p.defn, p.comments, rules)
-        names = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
-        rows.append(
-            {
-                "id": cid,
-                "path": path,
-                "language": language,
-                "kind": p.kind,
-                "symbol": p.symbol,
-                "start_line": bisect.bisect_left(newlines, a) + 1,
-                "end_line": bisect.bisect_left(newlines, b - 1) + 1,
-                "start_byte": a,
-                "end_byte": b,
-                "content": text,
-                "content_hash": chash,
-                "signature": signature,
-                "docstring": docstring,
-                "embed_text": _header(p, name, path) + "\n" + text,
-                "synthetic": p.synthetic_text is not None,
-                "names": names,
-                "part": p.part,
-            }
+        if a < line_pos:
+            line_pos, line_no = 0, 1
+        line_no += src.count(b"\n", line_pos, a)
+        line_pos = a
+        end_line = (
+            line_no + stripped.count(b"\n")
+            if not synthetic
+            else (line_no + src.count(b"\n", a, b - 1))
         )
-        kept.append(p)
+        signature = docstring = ""
+        if p.defn is not None:
+            signature = signature_text(src, p.defn)
+            docstring = _docstring(p.defn, p.comments, rules)
+        embed = _header(p, path) + "\n" + text
+        rows.append((p, cid, line_no, end_line, a, b, text, chash, signature, docstring, embed))
     counter = count_tokens
     if counter is None:
         from codechunkd.indexer.tokens import counter_for
 
         counter = counter_for()
-    counts = counter([str(r["embed_text"]) for r in rows]) if rows else []
+    counts = counter([r[10] for r in rows]) if rows else []
     out: list[Chunk] = []
-    for p, row, n in zip(kept, rows, counts, strict=True):
+    for row, n in zip(rows, counts, strict=True):
+        p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed = row
         parent = _resolve(p.parent, ids)
-        if parent is None and module_id is not None and row["id"] != module_id:
+        if parent is None and module_id is not None and cid != module_id:
             parent = module_id
-        out.append(Chunk(parent_id=parent, token_count=n, **row))  # type: ignore[arg-type]
+        names = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
+        out.append(
+            Chunk(
+                id=cid,
+                path=path,
+                language=language,
+                kind=p.kind,
+                symbol=p.symbol,
+                parent_id=parent,
+                start_line=start_line,
+                end_line=end_line,
+                start_byte=a,
+                end_byte=b,
+                content=text,
+                content_hash=chash,
+                token_count=n,
+                signature=signature,
+                docstring=docstring,
+                embed_text=embed,
+                synthetic=p.synthetic_text is not None,
+                names=names,
+                part=p.part,
+            )
+        )
     return out
 
 
@@ -242,7 +246,7 @@ def _resolve(parent: Piece | Anchor | None, ids: dict[int, str | None]) -> str |
         if parent is None:
             return None
         if isinstance(parent, Anchor):
-            parent = parent.target
+            parent = parent.target if parent.target is not None else parent.parent
             continue
         cid = ids.get(id(parent))
         if cid is not None:
@@ -251,13 +255,13 @@ def _resolve(parent: Piece | Anchor | None, ids: dict[int, str | None]) -> str |
     return None
 
 
-def _header(p: Piece, name: str, path: str) -> str:
+def _header(p: Piece, path: str) -> str:
     """The context header in words: ``method load in class DataLoader in file src/x.py``."""
     words: list[str] = []
     if p.kind in ("section", "key", "table") and p.symbol:
         words.append(f"{p.kind} {p.symbol}")
     elif p.defn is not None:
-        words.append(f"{p.kind} {name}" if name else p.kind)
+        words.append(f"{p.kind} {p.name}" if p.name else p.kind)
         if p.part:
             words.append(f"(part {p.part})")
     elif p.names:
@@ -270,7 +274,7 @@ def _header(p: Piece, name: str, path: str) -> str:
     else:
         words.append(p.kind)
     if not (p.kind in ("section", "key", "table") and p.symbol):
-        for kind, scope_name, _ in reversed(p.scope):
+        for kind, scope_name, _ in reversed(p.scope[-4:]):
             if kind and scope_name:
                 words.append(f"in {kind} {scope_name}")
     words.append(f"in file {path}")
