@@ -13,6 +13,7 @@ and answers one JSON object per line with one JSON object per line::
      "lang": …, "kind": …}                 -> {"hits": [...]}
     {"cmd": "reload"}                      -> {"ok": true}
     {"cmd": "ping"}                        -> {"ok": true, "pid": …}
+    {"cmd": "unload"}                      -> {"ok": true}  (free the model now)
 
 An error answers ``{"error": "…"}``.  The client side (``request``) is what
 ``codechunkd status`` and ``search`` use; it imports nothing heavy.

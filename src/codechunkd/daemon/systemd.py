@@ -85,7 +85,6 @@ USER_UNIT = """\
 # Sources: `codechunkd add PATH`, or `[daemon] sources` in ~/.config/codechunkd/config.toml.
 [Unit]
 Description=codechunkd: keeps a code search index fresh
-Documentation=man:codechunkd(1)
 After=default.target
 
 [Service]

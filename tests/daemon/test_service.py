@@ -1,0 +1,126 @@
+"""The service in-process: signal flags, the whole lifecycle on real repos, idle unload."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+from tests.conftest import Repo
+
+from codechunkd.config import Settings, load_settings
+from codechunkd.daemon.control import SourceSpec, request, write_sources
+from codechunkd.daemon.lock import WriterLock
+from codechunkd.daemon.service import LockedEmbedder, Service, capture_signals
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_signal_handlers_only_set_flags(settings: Settings) -> None:
+    """SIGHUP asks for a reload, SIGINT for an exit, a second SIGINT forces it."""
+    service = Service(settings)
+    before = signal.getsignal(signal.SIGTERM)
+    with capture_signals(service.handle_signal):
+        signal.raise_signal(signal.SIGHUP)
+        assert service.reload_requested
+        assert not service.should_exit
+        signal.raise_signal(signal.SIGINT)
+        assert (service.should_exit, service.force_exit) == (True, False)
+        signal.raise_signal(signal.SIGINT)
+        assert service.force_exit
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_idle_model_is_unloaded_and_reloaded_on_demand(embedder: Any) -> None:
+    """After the idle timeout the model is dropped; the next text loads it again."""
+    now = [100.0]
+    locked = LockedEmbedder(embedder, slice_size=2, clock=lambda: now[0])
+    vectors = locked.embed(["a", "b", "c"])
+    assert vectors.shape == (3, locked.dimension)
+    assert locked.loaded
+    now[0] += 10
+    assert not locked.unload_if_idle(60)
+    now[0] += 60
+    assert locked.unload_if_idle(60)
+    assert not locked.loaded
+    assert locked.embed(["d"]).shape == (1, locked.dimension)
+    assert locked.loaded
+
+
+@pytest.mark.slow
+def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Path) -> None:
+    """Start, follow an edit, SIGHUP picks up a new source, SIGTERM returns 0 and unlocks."""
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.commit("init")
+    other = Repo(tmp_path / "other")
+    other.write("tool.py", "def other_tool_ibex():\n    return 'ibex'\n")
+    other.commit("init")
+    env = {"CODECHUNKD_DAEMON_DEBOUNCE_MS": "50", "CODECHUNKD_DAEMON_NICE": "0"}
+    overrides = {"index.dir": str(index_dir)}
+    settings = load_settings(env=env, overrides=overrides)
+    service = Service(
+        settings,
+        specs=[SourceSpec.parse(str(repo.path))],
+        load_settings=lambda: load_settings(env=env, overrides=overrides),
+    )
+    errors: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            wait_for(service.ready.is_set, "ready")
+            sock = service.paths.socket
+            repo.write("app.py", "def serve_forever():\n    return 'second_gecko'\n")
+            wait_for(
+                lambda: any(
+                    "second_gecko" in h["content"]
+                    for h in request(sock, {"cmd": "search", "query": "serve forever", "k": 20})[
+                        "hits"
+                    ]
+                ),
+                "the edit searchable",
+            )
+            write_sources(service.paths.meta / "sources.json", [SourceSpec.parse(str(other.path))])
+            os.kill(os.getpid(), signal.SIGHUP)
+            wait_for(
+                lambda: len(request(sock, {"cmd": "status"})["sources"]) == 2,
+                "the second source",
+            )
+            wait_for(
+                lambda: all(s["fresh"] for s in request(sock, {"cmd": "status"})["sources"]),
+                "both fresh",
+            )
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    driver = threading.Thread(target=drive)
+    with capture_logs() as logs:
+        driver.start()
+        code = service.run()
+        driver.join(timeout=30)
+    assert not errors, errors
+    assert code == 0
+    events = [e["event"] for e in logs]
+    assert "daemon_ready" in events
+    assert "reloaded" in events
+    assert events[-1] == "daemon_stopped"
+    synced = [e for e in logs if e["event"] == "sync_done"]
+    assert len(synced) >= 3  # the start-up reconcile, the edit, the new source
+    with WriterLock(service.paths.lock):  # released
+        pass
+    assert not service.paths.socket.exists()
