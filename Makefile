@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## The main job: the daemon indexing REPO (default: this checkout) on the embedded defaults.
+## The main job: the daemon keeping REPO (default: this checkout) indexed, on the embedded
+## defaults, in the foreground (Ctrl-C stops it; `codechunkd status` in another terminal).
 run: $(STAMP)
-	$(BIN)/codechunkd index $(REPO)
-	$(BIN)/codechunkd status $(REPO)
+	$(BIN)/codechunkd run $(REPO)
 
 ## The whole test suite: formatting, lint, types, then pytest (slow tests included).
 test: $(STAMP) check
