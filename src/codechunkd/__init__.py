@@ -1,4 +1,32 @@
-"""codechunkd: a git-aware background indexer of syntax-aware code chunks."""
+"""codechunkd: a git-aware background indexer of syntax-aware code chunks.
+
+Public API:
+
+- ``open_index(path)``: read an index (search, rows, files, sources); see ``docs/schema.md``.
+- ``chunk(path, source)``: chunk one file, with no repository and no index.
+
+Both import their machinery lazily, so ``import codechunkd`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["__version__", "chunk", "open_index"]
+
+if TYPE_CHECKING:
+    from codechunkd.indexer.chunker import chunk
+    from codechunkd.storage.reader import open_index
+
+
+def __getattr__(name: str) -> Any:
+    if name == "open_index":
+        from codechunkd.storage.reader import open_index
+
+        return open_index
+    if name == "chunk":
+        from codechunkd.indexer.chunker import chunk
+
+        return chunk
+    raise AttributeError(name)

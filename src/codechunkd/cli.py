@@ -65,14 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", action="store_true", help="drop this source's rows and rebuild")
     _common(p)
 
-    p = sub.add_parser("search", help="search the index")
-    p.add_argument("query", help="natural-language or code query")
+    p = sub.add_parser("search", help="search the index (hybrid: vectors + full text)")
+    p.add_argument("query", help="natural-language or code query, or a symbol name")
     p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    p.add_argument("--mode", choices=["hybrid", "vector", "text"], default="hybrid", help="ranking")
     p.add_argument("--repo", help="only this repository (its root path)")
     p.add_argument("--branch", help="only rows indexed on this branch")
+    p.add_argument("--commit", help="only rows indexed at this commit")
     p.add_argument("--path", help="only paths matching this glob")
     p.add_argument("--lang", help="only this language")
     p.add_argument("--kind", help="only this kind (function, method, class, …)")
+    p.add_argument("--context", action="store_true", help="add enclosing class/module signatures")
+    p.add_argument("--stale", action="store_true", help="flag hits whose file changed on disk")
     _common(p)
 
     p = sub.add_parser(
@@ -264,7 +268,7 @@ def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         "k": args.k,
         "repo": str(Path(args.repo).resolve()) if args.repo else None,
     }
-    for key in ("branch", "path", "lang", "kind", "mode"):
+    for key in ("branch", "commit", "path", "lang", "kind", "mode", "context", "stale"):
         req[key] = getattr(args, key, None)
     try:
         answer = request(IndexPaths.of(_settings(args)).socket, req, timeout=60.0)
@@ -276,53 +280,55 @@ def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     return hits
 
 
-def _print_hits(hits: Sequence[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        _print_json(list(hits))
-        return
-    if not hits:
-        print("no results")
-    for h in hits:
-        print(
-            f"{h['path']}:{h['start_line']}-{h['end_line']}  {h['symbol'] or '-'}  {h['score']:.3f}"
-        )
-        snippet = [line for line in h["content"].splitlines() if line.strip()][:3]
-        for line in snippet:
-            print(f"    {line[:120]}")
-
-
 def cmd_search(args: argparse.Namespace) -> int:
-    via_daemon = _search_via_daemon(args)
-    if via_daemon is not None:
-        _print_hits(via_daemon, args.json)
-        return 0
-    from codechunkd.indexer.embedder import make_embedder
-    from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.search import Filters, vector_search
-    from codechunkd.storage.store import IndexStore
+    hits = _search_via_daemon(args)
+    if hits is None:  # no daemon: search here (loads the query model in this process)
+        from codechunkd.storage.reader import open_index
 
-    settings = _settings(args)
-    paths = IndexPaths.of(settings)
-    store = IndexStore(paths.uri)
-    embedder = make_embedder(settings.embedding)
-    store.check_model(embedder.model_id, embedder.dimension)
-    repo = str(Path(args.repo).resolve()) if args.repo else None
-    filters = Filters(
-        repo=repo, branch=args.branch, path=args.path, language=args.lang, kind=args.kind
-    )
-    qvec = embedder.embed([args.query])[0]
-    hits = vector_search(store, qvec, k=args.k, filters=filters)
+        found = open_index(settings=_settings(args)).search(
+            args.query,
+            k=args.k,
+            mode=args.mode,
+            repo=str(Path(args.repo).resolve()) if args.repo else None,
+            branch=args.branch,
+            commit=args.commit,
+            path=args.path,
+            language=args.lang,
+            kind=args.kind,
+            context=args.context,
+            stale=args.stale,
+        )
+        hits = [h.as_dict() for h in found]
     if args.json:
-        _print_json([h.as_dict() for h in hits])
+        _print_json(hits)
         return 0
+    _print_hits(hits, args.query)
+    return 0
+
+
+def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
     if not hits:
         print("no results")
+        return
+    tty = sys.stdout.isatty()
+    words = {w.lower() for w in query.replace(".", " ").split() if len(w) > 2}
+
+    def mark(line: str) -> str:
+        if not tty or not words:
+            return line
+        return " ".join(
+            f"\033[1m{t}\033[0m" if t.lower().strip("(),:") in words else t for t in line.split(" ")
+        )
+
     for h in hits:
-        print(f"{h.path}:{h.start_line}-{h.end_line}  {h.symbol or '-'}  {h.score:.3f}")
-        snippet = [line for line in h.content.splitlines() if line.strip()][:3]
+        flag = "  [stale]" if h.get("stale") else ""
+        where = f"{h['path']}:{h['start_line']}-{h['end_line']}"
+        print(f"{where}  {h['symbol'] or '-'}  {h['score']:.4f}{flag}")
+        for ctx in h.get("context") or ():
+            print(f"    in: {ctx.splitlines()[0][:110]}")
+        snippet = [line for line in h["content"].splitlines() if line.strip()][:4]
         for line in snippet:
-            print(f"    {line[:120]}")
-    return 0
+            print(f"    {mark(line[:120])}")
 
 
 # -- status ---------------------------------------------------------------------

@@ -192,6 +192,7 @@ class Syncer:
 
     def upkeep(self, *, force: bool = False) -> bool:
         """Compact the tables when writes have fragmented them (the writer, between batches)."""
+        self.store.ensure_fts()
         if not force and self.store.fragments() < self.settings.index.compact_fragments:
             return False
         t0 = time.monotonic()

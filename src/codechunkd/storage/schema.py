@@ -43,6 +43,7 @@ def chunks_schema(dimension: int, model_id: str) -> pa.Schema:
         pa.field("content_hash", pa.string()),
         pa.field("embed_text", pa.string()),
         pa.field("embed_hash", pa.string()),
+        pa.field("fts_text", pa.string()),
         pa.field("token_count", pa.int32()),
         pa.field("embedded_tokens", pa.int32()),
         pa.field("signature", pa.string()),

@@ -1,14 +1,21 @@
-"""Reading the index: vector search with filters.
+"""Reading the index: hybrid search (vectors + full text, fused), filters, context.
 
 Readers never take the writer lock; their handles use strong read consistency
 (``read_consistency_interval=0``) so each query sees the latest commit, and a
 commit replaces a file's rows atomically, so no query sees a file half-updated.
+
+Fusion is plain reciprocal rank fusion (RRF, k=60) of the vector and full-text
+rankings, plus a boost for chunks whose symbol the query names exactly (or by
+prefix): a query that names a function finds it first.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -16,8 +23,13 @@ import numpy.typing as npt
 
 from codechunkd.storage.store import IndexStore, quote
 
+RRF_K = 60
+SYMBOL_EXACT_BOOST = 1.0
+SYMBOL_PREFIX_BOOST = 0.02
+
 RESULT_COLUMNS = [
     "id",
+    "source",
     "repo",
     "branch",
     "commit",
@@ -32,7 +44,14 @@ RESULT_COLUMNS = [
     "content",
     "summary",
     "signature",
+    "dirty",
 ]
+
+
+class Mode(StrEnum):
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    TEXT = "text"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,23 +59,27 @@ class Filters:
     repo: str | None = None
     """Repository root (exact), as shown by ``codechunkd status``."""
     branch: str | None = None
+    commit: str | None = None
     path: str | None = None
     """Glob on the path (``*`` and ``?``; ``*`` also matches ``/``)."""
     language: str | None = None
     kind: str | None = None
+    source: str | None = None
 
     def where(self) -> str | None:
         parts = []
-        if self.repo:
-            parts.append(f"repo = {quote(self.repo)}")
-        if self.branch:
-            parts.append(f"branch = {quote(self.branch)}")
-        if self.language:
-            parts.append(f"language = {quote(self.language)}")
-        if self.kind:
-            parts.append(f"kind = {quote(self.kind)}")
+        for column, value in (
+            ("repo", self.repo),
+            ("branch", self.branch),
+            ("commit", self.commit),
+            ("language", self.language),
+            ("kind", self.kind),
+            ("source", self.source),
+        ):
+            if value:
+                parts.append(f"{column} = {quote(value)}")
         if self.path:
-            parts.append(f"path LIKE {quote(glob_to_like(self.path))} ESCAPE '\\\\'")
+            parts.append(f"path LIKE {quote(glob_to_like(self.path))} ESCAPE '\\'")
         return " AND ".join(parts) or None
 
 
@@ -76,7 +99,10 @@ def glob_to_like(glob: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hit:
+    """One search result."""
+
     id: str
+    source: str
     repo: str
     branch: str
     commit: str | None
@@ -91,31 +117,182 @@ class Hit:
     content: str
     summary: str
     signature: str
+    dirty: bool
     score: float
-    """Cosine similarity of the query and the chunk (1 is identical)."""
+    """Fused score (higher is better); comparable within one query only."""
+    ids: tuple[str, ...] = ()
+    """Row ids merged into this hit (adjacent chunks of the same definition)."""
+    context: tuple[str, ...] = field(default_factory=tuple)
+    """Signatures of the enclosing chunks, outermost first (``--context``)."""
+    stale: bool | None = None
+    """True when the file on disk no longer matches the indexed blob (``--stale``)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["ids"] = list(self.ids)
+        d["context"] = list(self.context)
+        return d
 
 
-def vector_search(
-    store: IndexStore,
-    query: npt.NDArray[np.float32],
-    *,
-    k: int = 10,
-    filters: Filters | None = None,
-) -> list[Hit]:
-    if not store.has_chunks():
-        return []
-    q = store.chunks_table().search(np.asarray(query, dtype=np.float32)).distance_type("cosine")
-    where = (filters or Filters()).where()
-    if where:
-        q = q.where(where, prefilter=True)
-    rows: Sequence[dict[str, Any]] = q.select([*RESULT_COLUMNS, "_distance"]).limit(k).to_list()
+def _rows_to_hits(rows: Sequence[dict[str, Any]], scores: dict[str, float]) -> list[Hit]:
     return [
-        Hit(
-            **{c: r[c] for c in RESULT_COLUMNS},
-            score=round(1.0 - float(r["_distance"]), 4),
-        )
+        Hit(**{c: r[c] for c in RESULT_COLUMNS}, score=round(scores[r["id"]], 5), ids=(r["id"],))
         for r in rows
     ]
+
+
+class Searcher:
+    """Queries over one index; ``embed_query`` turns a query into a vector."""
+
+    def __init__(self, store: IndexStore) -> None:
+        self.store = store
+
+    def _vector(
+        self, vector: npt.NDArray[np.float32], n: int, where: str | None
+    ) -> list[dict[str, Any]]:
+        q = self.store.chunks_table().search(np.asarray(vector, np.float32)).distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = q.select([*RESULT_COLUMNS, "_distance"]).limit(n).to_list()
+        return rows
+
+    def _text(self, text: str, n: int, where: str | None) -> list[dict[str, Any]]:
+        if not self.store.has_fts() or not text.strip():
+            return []
+        q = self.store.chunks_table().search(text, query_type="fts", fts_columns="fts_text")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = q.select([*RESULT_COLUMNS, "_score"]).limit(n).to_list()
+        return rows
+
+    def search(
+        self,
+        text: str,
+        vector: npt.NDArray[np.float32] | None,
+        *,
+        k: int = 10,
+        filters: Filters | None = None,
+        mode: Mode = Mode.HYBRID,
+        merge: bool = True,
+    ) -> list[Hit]:
+        if not self.store.has_chunks():
+            return []
+        where = (filters or Filters()).where()
+        n = max(4 * k, 50)
+        ranked: list[list[dict[str, Any]]] = []
+        if mode is not Mode.TEXT and vector is not None:
+            ranked.append(self._vector(vector, n, where))
+        if mode is not Mode.VECTOR:
+            ranked.append(self._text(text, n, where))
+        scores: dict[str, float] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for ranking in ranked:
+            for rank, row in enumerate(ranking):
+                scores[row["id"]] = scores.get(row["id"], 0.0) + 1.0 / (RRF_K + rank + 1)
+                rows.setdefault(row["id"], row)
+        for rid, boost in self._symbol_boosts(text, where).items():
+            if rid in rows or boost >= SYMBOL_EXACT_BOOST:
+                scores[rid] = scores.get(rid, 0.0) + boost
+        missing = [rid for rid in scores if rid not in rows]
+        for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
+            rows[row["id"]] = row
+        order = sorted((rid for rid in scores if rid in rows), key=lambda r: -scores[r])
+        hits = _rows_to_hits([rows[r] for r in order], scores)
+        if merge:
+            hits = merge_adjacent(hits)
+        return hits[:k]
+
+    def _symbol_boosts(self, text: str, where: str | None) -> dict[str, float]:
+        """Chunks whose symbol the query names: exactly (strong) or by prefix (a nudge)."""
+        name = text.strip()
+        if not re.fullmatch(r"[A-Za-z_][\w.:]*", name):
+            return {}
+        last = re.split(r"[.:]+", name)[-1]
+        cond = f"(symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)})"
+        rows = self.store.select(
+            " AND ".join(x for x in (cond, where) if x), ["id", "symbol"], limit=50
+        )
+        boosts = {r["id"]: SYMBOL_EXACT_BOOST for r in rows}
+        if len(name) >= 3:
+            like = quote(glob_to_like(name) + "%")
+            prefix = self.store.select(
+                " AND ".join(x for x in (f"symbol LIKE {like} ESCAPE '\\'", where) if x),
+                ["id"],
+                limit=50,
+            )
+            for r in prefix:
+                boosts.setdefault(r["id"], SYMBOL_PREFIX_BOOST)
+        return boosts
+
+    # -- enrichments -----------------------------------------------------------
+
+    def with_context(self, hits: Sequence[Hit]) -> list[Hit]:
+        """Add the enclosing class/module signatures (from ``parent_id``) to each hit."""
+        out = []
+        for h in hits:
+            chain: list[str] = []
+            parent = h.parent_id
+            seen: set[str] = set()
+            while parent and parent not in seen and len(chain) < 5:
+                seen.add(parent)
+                rows = self.store.rows_by_id(
+                    [parent], ["id", "parent_id", "signature", "symbol", "kind"]
+                )
+                if not rows:
+                    break
+                p = rows[0]
+                label = p["signature"] or (f"{p['kind']} {p['symbol']}".strip())
+                if label:
+                    chain.append(label)
+                parent = p["parent_id"]
+            out.append(replace(h, context=tuple(reversed(chain))))
+        return out
+
+
+def merge_adjacent(hits: Sequence[Hit]) -> list[Hit]:
+    """Fold hits that are adjacent pieces of one definition into the best-ranked one."""
+    out: list[Hit] = []
+    for h in hits:
+        for i, kept in enumerate(out):
+            same = (
+                kept.source == h.source
+                and kept.path == h.path
+                and kept.symbol
+                and kept.symbol == h.symbol
+                and kept.kind == h.kind
+            )
+            touching = h.start_line <= kept.end_line + 1 and kept.start_line <= h.end_line + 1
+            if same and touching:
+                first, second = (kept, h) if kept.start_line <= h.start_line else (h, kept)
+                out[i] = replace(
+                    kept,
+                    start_line=first.start_line,
+                    end_line=max(first.end_line, second.end_line),
+                    content=first.content + "\n" + second.content,
+                    ids=kept.ids + h.ids,
+                )
+                break
+        else:
+            out.append(h)
+    return out
+
+
+def mark_stale(hits: Sequence[Hit]) -> list[Hit]:
+    """Flag hits whose file on disk no longer has the indexed blob (working trees only)."""
+    import pygit2
+
+    out = []
+    for h in hits:
+        if not os.path.exists(os.path.join(h.repo, ".git")):  # a ref source: no working tree
+            out.append(h)
+            continue
+        full = os.path.join(h.repo, h.path)
+        try:
+            stale = str(pygit2.hashfile(full)) != h.blob
+        except (OSError, pygit2.GitError):
+            stale = not os.path.isdir(h.repo) or not os.path.lexists(full)
+        out.append(replace(h, stale=stale))
+    return out
+
+
+__all__ = ["Filters", "Hit", "Mode", "Searcher", "mark_stale", "merge_adjacent"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,20 @@ def in_list(column: str, values: Iterable[str]) -> str:
 
 def row_id(source: SourceId, chunk_id: str) -> str:
     return hashlib.sha256(f"{source}\0{chunk_id}".encode()).hexdigest()[:32]
+
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def identifier_words(name: str) -> str:
+    """``DataLoader.load_all`` -> ``data loader load all``."""
+    return " ".join(w.lower() for w in _WORD.findall(name))
+
+
+def fts_text(chunk: Chunk, summary: str) -> str:
+    """The full-text side of a chunk: its names first, then its summary and content."""
+    names = f"{chunk.symbol} {identifier_words(chunk.symbol)}" if chunk.symbol else ""
+    return f"{names}\n{summary}\n{chunk.content}"
 
 
 def is_local(uri: str) -> bool:
@@ -182,6 +197,51 @@ class IndexStore:
 
     def chunks_table(self) -> Any:
         return self._open(S.CHUNKS)
+
+    def _indices(self) -> list[Any]:
+        return list(self._open(S.CHUNKS).list_indices()) if self.has_chunks() else []
+
+    def has_fts(self) -> bool:
+        return any(ix.index_type == "FTS" for ix in self._indices())
+
+    def has_vector_index(self) -> bool:
+        return any("vector" in ix.columns for ix in self._indices())
+
+    def ensure_fts(self) -> bool:
+        """Create the full-text index once the table has rows (fast: ~0.1 s per 1k rows).
+
+        Rows written later stay searchable (scanned) until compaction folds them in.
+        """
+        if not self.has_chunks() or self.has_fts() or self._open(S.CHUNKS).count_rows() == 0:
+            return False
+        from lancedb.index import FTS
+
+        self._open(S.CHUNKS).create_index("fts_text", config=FTS(), replace=True)
+        return True
+
+    def build_vector_index(self) -> None:
+        """An IVF-PQ cosine index on ``vector`` (minutes at 100k rows: never in the write path)."""
+        from lancedb.index import IvfPq
+
+        tbl = self._open(S.CHUNKS)
+        tbl.create_index("vector", config=IvfPq(distance_type="cosine"), replace=True)
+
+    def select(
+        self, where: str | None, columns: Sequence[str], *, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows of ``chunks`` matching a filter (no ranking)."""
+        if not self.has_chunks():
+            return []
+        q = self._open(S.CHUNKS).search()
+        if where:
+            q = q.where(where)
+        rows: list[dict[str, Any]] = q.select(list(columns)).limit(limit).to_list()
+        return rows
+
+    def rows_by_id(self, ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        return self.select(in_list("id", ids), columns)
 
     # -- reads --------------------------------------------------------------
 
@@ -343,6 +403,7 @@ class IndexStore:
                     "content_hash": c.content_hash,
                     "embed_text": c.embed_text,
                     "embed_hash": e.embed_hash,
+                    "fts_text": fts_text(c, e.summary),
                     "token_count": c.token_count,
                     "embedded_tokens": e.embedded_tokens,
                     "signature": c.signature,

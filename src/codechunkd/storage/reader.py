@@ -1,0 +1,167 @@
+"""The reader API: ``from codechunkd import open_index``.
+
+Read-only, no lock, strong read consistency: a reader sees the writer's latest
+commit and never a file half-replaced.  Safe to use while a daemon writes the
+same directory, from any number of processes.
+
+    index = open_index("/path/to/index")
+    for hit in index.search("parse the config file", k=5, language="python"):
+        print(hit.path, hit.start_line, hit.symbol, hit.score)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from codechunkd.config import Settings, load_settings
+from codechunkd.indexer.embedder import Embedder, make_embedder
+from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
+from codechunkd.storage.store import IndexStore, SourceState, quote
+
+ROW_COLUMNS = [
+    "id",
+    "source",
+    "repo",
+    "branch",
+    "commit",
+    "blob",
+    "path",
+    "language",
+    "kind",
+    "symbol",
+    "parent_id",
+    "start_line",
+    "end_line",
+    "start_byte",
+    "end_byte",
+    "content",
+    "content_hash",
+    "token_count",
+    "embedded_tokens",
+    "signature",
+    "docstring",
+    "summary",
+    "summary_source",
+    "synthetic",
+    "dirty",
+    "indexed_at",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One chunk row (every column of ``docs/schema.md`` but the vector and texts for models)."""
+
+    id: str
+    source: str
+    repo: str
+    branch: str
+    commit: str | None
+    blob: str
+    path: str
+    language: str
+    kind: str
+    symbol: str
+    parent_id: str | None
+    start_line: int
+    end_line: int
+    start_byte: int
+    end_byte: int
+    content: str
+    content_hash: str
+    token_count: int
+    embedded_tokens: int
+    signature: str
+    docstring: str
+    summary: str
+    summary_source: str
+    synthetic: bool
+    dirty: bool
+    indexed_at: datetime
+
+
+def _row(r: dict[str, Any]) -> Row:
+    return Row(**{c: r[c] for c in ROW_COLUMNS})
+
+
+class Index:
+    """A read-only view of one index directory."""
+
+    def __init__(self, store: IndexStore, settings: Settings, embedder: Embedder | None = None):
+        self.store = store
+        self.settings = settings
+        self._embedder = embedder
+        self.searcher = Searcher(store)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings.embedding)
+            self.store.check_model(self._embedder.model_id, self._embedder.dimension)
+        return self._embedder
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: Mode | str = Mode.HYBRID,
+        repo: str | None = None,
+        branch: str | None = None,
+        commit: str | None = None,
+        path: str | None = None,
+        language: str | None = None,
+        kind: str | None = None,
+        context: bool = False,
+        stale: bool = False,
+    ) -> list[Hit]:
+        """Hybrid (default), vector or full-text search with filters."""
+        mode = Mode(mode)
+        vector = self.embedder.embed([query])[0] if mode is not Mode.TEXT else None
+        filters = Filters(
+            repo=repo, branch=branch, commit=commit, path=path, language=language, kind=kind
+        )
+        hits = self.searcher.search(query, vector, k=k, filters=filters, mode=mode)
+        if context:
+            hits = self.searcher.with_context(hits)
+        if stale:
+            hits = mark_stale(hits)
+        return hits
+
+    def get(self, id: str) -> Row | None:
+        rows = self.store.rows_by_id([id], ROW_COLUMNS)
+        return _row(rows[0]) if rows else None
+
+    def children(self, id: str) -> list[Row]:
+        rows = self.store.select(f"parent_id = {quote(id)}", ROW_COLUMNS)
+        return sorted((_row(r) for r in rows), key=lambda r: (r.start_byte, r.end_byte))
+
+    def file(self, path: str, *, repo: str | None = None) -> list[Row]:
+        """Every chunk of one file, in file order (synthetic chunks first at equal spans)."""
+        where = f"path = {quote(path)}" + (f" AND repo = {quote(repo)}" if repo else "")
+        rows = [_row(r) for r in self.store.select(where, ROW_COLUMNS)]
+        return sorted(rows, key=lambda r: (r.repo, r.start_byte, not r.synthetic, r.end_byte))
+
+    def rows(self, *, repo: str | None = None, path: str | None = None) -> Iterator[Row]:
+        """All rows, optionally of one repository and/or path glob, ordered by path."""
+        where = Filters(repo=repo, path=path).where()
+        rows = [_row(r) for r in self.store.select(where, ROW_COLUMNS)]
+        yield from sorted(rows, key=lambda r: (r.repo, r.path, r.start_byte, r.end_byte))
+
+    def sources(self) -> list[SourceState]:
+        return self.store.states()
+
+
+def open_index(
+    path: str | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+) -> Index:
+    """Open an index for reading (default: the configured ``index.dir``)."""
+    settings = settings or load_settings(overrides={"index.dir": path})
+    return Index(IndexStore(IndexPaths.of(settings).uri), settings, embedder)

@@ -1,0 +1,116 @@
+"""Search over a real index of real code: hybrid ranking, filters, context, staleness."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from codechunkd.storage.reader import Index
+from codechunkd.storage.search import Mode
+from tests.conftest import Indexer, Repo
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
+
+# (query, symbol of the chunk that answers it): paraphrases and exact names.
+LABELLED = [
+    ("remove common leading whitespace from every line", "dedent"),
+    ("escape a string so it is safe to use in a shell command line", "quote"),
+    ("split a string into tokens like a unix shell would", "split"),
+    ("translate a shell wildcard pattern into a regular expression", "translate"),
+    ("add a prefix to the beginning of selected lines", "indent"),
+    ("collapse and truncate text to fit in the given width", "shorten"),
+    ("b85decode", "b85decode"),
+    ("urlsafe_b64encode", "urlsafe_b64encode"),
+    ("fnmatchcase", "fnmatchcase"),
+    ("TextWrapper._handle_long_word", "TextWrapper._handle_long_word"),
+    ("decode base32 data casefold map01", "b32decode"),
+    ("shlex push_source", "shlex.push_source"),
+]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
+    from codechunkd.config import load_settings
+
+    root = tmp_path_factory.mktemp("search")
+    repo = Repo(root / "repo")
+    for name in FILES:
+        shutil.copyfile(STDLIB / name, repo.path / name)
+    repo.write("docs/guide.md", "# Guide\n\n## Quoting\n\nUse shlex.quote for shell strings.\n")
+    repo.commit("stdlib sample")
+    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    index = Index(ix.store, settings, embedder)
+    index.repo = repo  # type: ignore[attr-defined]
+    return index
+
+
+def _mrr(index: Index, mode: Mode) -> float:
+    total = 0.0
+    for query, symbol in LABELLED:
+        hits = index.search(query, k=10, mode=mode)
+        ranks = [i for i, h in enumerate(hits) if h.symbol == symbol]
+        total += 1.0 / (ranks[0] + 1) if ranks else 0.0
+    return total / len(LABELLED)
+
+
+def test_hybrid_beats_vector_and_text_alone(index: Index) -> None:
+    hybrid, vector, text = (_mrr(index, m) for m in (Mode.HYBRID, Mode.VECTOR, Mode.TEXT))
+    assert hybrid > vector, (hybrid, vector, text)
+    assert hybrid > text, (hybrid, vector, text)
+
+
+def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
+    for name in ("b85decode", "fnmatchcase", "dedent", "TextWrapper.wrap"):
+        assert index.search(name, k=3)[0].symbol == name
+
+
+def test_filters(index: Index) -> None:
+    hits = index.search("decode", k=20, path="base64*", kind="function")
+    assert hits and all(h.path == "base64.py" and h.kind == "function" for h in hits)
+    assert all(h.language == "markdown" for h in index.search("quoting", k=5, language="markdown"))
+    assert index.search("decode", k=5, branch="no-such-branch") == []
+    repo_root = str(index.repo.path.resolve())  # type: ignore[attr-defined]
+    assert index.search("decode", k=3, repo=repo_root)
+    assert index.search("decode", k=3, repo="/elsewhere") == []
+
+
+def test_context_adds_enclosing_class_signature(index: Index) -> None:
+    hit = next(
+        h
+        for h in index.search("TextWrapper._wrap_chunks", k=5, context=True)
+        if h.symbol == "TextWrapper._wrap_chunks"
+    )
+    assert any("class TextWrapper" in c for c in hit.context)
+
+
+def test_stale_flag_when_file_changed_on_disk(index: Index) -> None:
+    repo = index.repo  # type: ignore[attr-defined]
+    assert not any(h.stale for h in index.search("dedent", k=3, stale=True))
+    original = (repo.path / "textwrap.py").read_text()
+    try:
+        (repo.path / "textwrap.py").write_text(original + "\n# edited\n")
+        hits = index.search("dedent", k=3, stale=True)
+        assert any(h.stale and h.path == "textwrap.py" for h in hits)
+    finally:
+        (repo.path / "textwrap.py").write_text(original)
+
+
+def test_reader_api_rows_get_children_file(index: Index) -> None:
+    rows = index.file("textwrap.py")
+    assert rows and rows == sorted(
+        rows, key=lambda r: (r.repo, r.start_byte, not r.synthetic, r.end_byte)
+    )
+    cls = next(r for r in rows if r.symbol == "TextWrapper" and r.kind == "class")
+    children = index.children(cls.id)
+    assert {"TextWrapper.wrap", "TextWrapper.fill"} <= {c.symbol for c in children}
+    assert index.get(cls.id) == cls
+    assert index.get("nope") is None
+    assert {r.path for r in index.rows(path="*.md")} == {"docs/guide.md"}
+    assert len(index.sources()) == 1
