@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import Indexer, Repo
 
 VERSION_A = "".join(f"def alpha_{i}(x):\n    return x + {i}\n\n\n" for i in range(12))

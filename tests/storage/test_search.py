@@ -7,10 +7,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from tests.conftest import Indexer, Repo
 
 from codechunkd.storage.reader import Index
 from codechunkd.storage.search import Mode
-from tests.conftest import Indexer, Repo
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
