@@ -178,7 +178,7 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
 def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.daemon.lock import WriterLock
     from codechunkd.daemon.sync import Syncer
-    from codechunkd.errors import ModelMismatch
+    from codechunkd.errors import ModelMismatch, SchemaMismatch
     from codechunkd.indexer.changes import GitSource
     from codechunkd.indexer.embedder import make_embedder
     from codechunkd.storage.cache import EmbeddingCache
@@ -196,8 +196,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.rebuild:
             try:
                 store.check_model(embedder.model_id, embedder.dimension)
+                store.ensure_writable(embedder.model_id, embedder.dimension)
                 store.remove_source(git.source.id)
-            except ModelMismatch:
+            except (ModelMismatch, SchemaMismatch):
                 store.drop_all()
         cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
         try:

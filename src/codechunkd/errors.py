@@ -13,7 +13,10 @@
     │   ├── SchemaMismatch     the table was written by another schema version
     │   ├── ModelMismatch      the table holds vectors of another embedding model
     │   └── IndexLocked        another writer holds the index directory
-    └── EmbeddingError         the embedding backend failed
+    ├── EmbeddingError         the embedding backend failed
+    └── SummaryError           the summary (chat-completions) endpoint failed
+        ├── EndpointUnavailable    refused, timed out, rate limited or 5xx after retries
+        └── BadAnswer              malformed, cut short, or not a usable summary
 
 Errors of the libraries underneath (pygit2, LanceDB, tree-sitter) are translated
 at the boundary, once, with ``raise ... from exc``: callers never catch
@@ -78,12 +81,17 @@ class StoreError(CodechunkdError):
 
 
 class SchemaMismatch(StoreError):
-    def __init__(self, table: str, found: int, expected: int) -> None:
+    def __init__(
+        self, table: str, found: int, expected: int, *, found_columns: list[str] | None = None
+    ) -> None:
         self.table = table
         self.found = found
         self.expected = expected
+        what = f"schema version {found}"
+        if found_columns is not None:
+            what = f"other columns than schema version {expected} ({len(found_columns)} columns)"
         super().__init__(
-            f"table {table!r} has schema version {found}, this codechunkd expects {expected}; "
+            f"table {table!r} has {what}, this codechunkd expects schema version {expected}; "
             "run `codechunkd index --rebuild` to rebuild it"
         )
 
@@ -113,3 +121,27 @@ class EmbeddingError(CodechunkdError):
     """The embedding backend failed."""
 
     exit_code = 6
+
+
+class SummaryError(CodechunkdError):
+    """The summary (chat-completions) endpoint failed."""
+
+    exit_code = 7
+
+
+class EndpointUnavailable(SummaryError):
+    """The endpoint could not be reached or kept failing; ``retry_after`` is its hint, if any."""
+
+    def __init__(self, url: str, reason: str, *, retry_after: float | None = None) -> None:
+        self.url = url
+        self.reason = reason
+        self.retry_after = retry_after
+        super().__init__(f"summary endpoint {url}: {reason}")
+
+
+class BadAnswer(SummaryError):
+    """One answer was malformed, cut short, or not a usable summary (never stored)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"unusable summary answer: {reason}")

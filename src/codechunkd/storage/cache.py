@@ -137,3 +137,113 @@ class EmbeddingCache:
         with self._lock:
             (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
         return CacheStats(hits=self.hits, misses=self.misses, entries=int(count))
+
+
+_SUMMARY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS summaries (
+    content_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (content_hash, model, prompt_version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS summary_usage (
+    day TEXT NOT NULL PRIMARY KEY,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    requests INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryUsage:
+    """What the LLM cost on one UTC day (all processes sharing the cache file)."""
+
+    chunks: int = 0
+    """Summaries received and kept."""
+    tokens: int = 0
+    """Prompt and answer tokens of every request, kept or not."""
+    requests: int = 0
+    failures: int = 0
+
+
+class SummaryCache:
+    """LLM summaries by (content hash, model, prompt version), and the daily usage.
+
+    Summaries are small and never evicted: each one cost a request.  The file is
+    the embedding cache's (``cache.sqlite``), on its own connection.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SUMMARY_SCHEMA)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def get_many(
+        self, model: str, prompt_version: str, hashes: Iterable[ContentHash]
+    ) -> dict[ContentHash, str]:
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[ContentHash, str] = {}
+        with self._lock:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    "SELECT content_hash, summary FROM summaries "  # noqa: S608 - placeholders only
+                    f"WHERE model = ? AND prompt_version = ? AND content_hash IN ({marks})",
+                    [model, prompt_version, *part],
+                ).fetchall()
+                found.update(rows)
+        return found
+
+    def put(
+        self, model: str, prompt_version: str, content_hash: ContentHash, summary: str, tokens: int
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO summaries "
+                "(content_hash, model, prompt_version, summary, tokens, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (content_hash, model, prompt_version, summary, tokens, time.time()),
+            )
+
+    def count(self, model: str, prompt_version: str) -> int:
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT COUNT(*) FROM summaries WHERE model = ? AND prompt_version = ?",
+                (model, prompt_version),
+            ).fetchone()
+        return int(n)
+
+    def usage(self, day: str) -> SummaryUsage:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT chunks, tokens, requests, failures FROM summary_usage WHERE day = ?",
+                (day,),
+            ).fetchone()
+        return SummaryUsage(*row) if row else SummaryUsage()
+
+    def add_usage(
+        self, day: str, *, chunks: int = 0, tokens: int = 0, requests: int = 0, failures: int = 0
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO summary_usage (day, chunks, tokens, requests, failures) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(day) DO UPDATE SET "
+                "chunks = chunks + excluded.chunks, tokens = tokens + excluded.tokens, "
+                "requests = requests + excluded.requests, failures = failures + excluded.failures",
+                (day, chunks, tokens, requests, failures),
+            )

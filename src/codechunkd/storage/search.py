@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
@@ -180,10 +181,28 @@ class Searcher:
         where = (filters or Filters()).where()
         n = max(4 * k, 50)
         ranked: list[list[dict[str, Any]]] = []
+        text_rows: list[list[dict[str, Any]]] = []
+        failed: list[BaseException] = []
+
+        def run_text() -> None:
+            try:
+                text_rows.append(self._text(text, n, where))
+            except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                failed.append(exc)
+
+        # the two queries run in parallel (LanceDB releases the GIL): hybrid costs max, not sum
+        worker = (
+            threading.Thread(target=run_text, name="fts-query") if mode is not Mode.VECTOR else None
+        )
+        if worker:
+            worker.start()
         if mode is not Mode.TEXT and vector is not None:
             ranked.append(self._vector(vector, n, where))
-        if mode is not Mode.VECTOR:
-            ranked.append(self._text(text, n, where))
+        if worker:
+            worker.join()
+            if failed:
+                raise failed[0]
+            ranked.extend(text_rows)
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
         for ranking in ranked:

@@ -166,7 +166,12 @@ class IndexStore:
     def _ensure(self, name: str, schema: pa.Schema) -> Any:
         if name not in self._tables and name not in self.table_names():
             self._tables[name] = self.db.create_table(name, schema=schema, exist_ok=True)
-        return self._open(name)
+        tbl = self._open(name)
+        if tbl.schema.names != schema.names:  # same version number, other columns: refuse
+            raise SchemaMismatch(
+                name, S.SCHEMA_VERSION, S.SCHEMA_VERSION, found_columns=tbl.schema.names
+            )
+        return tbl
 
     def ensure_writable(self, model_id: str, dimension: int) -> None:
         """Create missing tables; refuse a chunks table of another model or dimension."""
