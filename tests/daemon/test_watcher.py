@@ -237,3 +237,18 @@ def test_queue_overflow_asks_for_an_urgent_full_reconcile(repo: Repo, helper: He
     sig = helper.expect(lambda s: s.level is Level.FULL)
     assert sig.urgent
     assert sw.health()["overflows"] == 1
+
+
+def test_bare_mirror_ref_moves_are_signalled(repo: Repo, helper: Helper, tmp_path: Path) -> None:
+    """A ref source (bare mirror, no working tree) is watched through its refs only."""
+    committed(repo)
+    mirror = tmp_path / "mirror.git"
+    subprocess_git(tmp_path, "clone", "-q", "--bare", str(repo.path), str(mirror))
+    git = GitSource(mirror, ref="main")
+    sw = helper.start().add(git.source)
+    assert sw.root is None
+    repo.write("src/app.py", "def main():\n    return 7\n")
+    repo.commit("pushed")
+    repo.git("push", "-q", str(mirror), "main")
+    sig = helper.expect(lambda s: s.level is Level.HEAD)
+    assert sig.source == git.source.id

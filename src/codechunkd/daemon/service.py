@@ -207,9 +207,9 @@ class Service:
                 self.main_loop()
             finally:
                 abandoned = self.shutdown()
-        if abandoned:
+        if abandoned:  # the writer is inside a batch; its source's state says pending
             sys.stderr.flush()
-            os._exit(0)  # the writer is stuck in a batch; its state says pending
+            os._exit(130 if self.force_exit else 0)  # exiting releases the lock
         return 0
 
     def handle_signal(self, sig: int, frame: FrameType | None) -> None:
@@ -246,6 +246,7 @@ class Service:
                 "search": self.search,
                 "reload": self._request_reload,
                 "ping": lambda _req: {"ok": True, "pid": os.getpid()},
+                "unload": lambda _req: {"ok": self._unload_if_idle(0.0)},
             },
         )
         self.control.start()
@@ -313,9 +314,10 @@ class Service:
                 )
         if self.control is not None:
             self.control.stop()
-        if not abandoned and self.cache is not None:
-            self.cache.close()
-        self.lock.release()
+        if not abandoned:  # else the writer may still write: the lock goes with the process
+            if self.cache is not None:
+                self.cache.close()
+            self.lock.release()
         log.info("daemon_stopped", abandoned=abandoned)
         return abandoned
 
@@ -478,9 +480,12 @@ class Service:
             if rt.watch is not None and rt.watch.degraded:
                 self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
 
-    def _unload_if_idle(self) -> None:
-        if self.embedder is not None:
-            self.embedder.unload_if_idle(self.settings.daemon.idle_unload_s)
+    def _unload_if_idle(self, idle: float | None = None) -> bool:
+        if self.embedder is None:
+            return False
+        return self.embedder.unload_if_idle(
+            self.settings.daemon.idle_unload_s if idle is None else idle
+        )
 
     # -- reload -----------------------------------------------------------------
 
@@ -629,26 +634,46 @@ class Service:
         }
 
     def status_line(self) -> str:
-        doc = self.status()
-        pending = sum(s["pending_paths"] for s in doc["sources"])
-        n = len(doc["sources"])
-        return f"{doc['daemon']['state']}: {n} source(s), {pending} path(s) pending"
+        """The one-line state for systemd, from memory only (no git, no index reads)."""
+        now = self.clock()
+        stall = self.settings.daemon.stall_after_s
+        states, pending = [], 0
+        for rt in list(self.sources.values()):
+            npaths, level, first = self.queue.pending(rt.id)
+            pending += npaths
+            doc = {
+                "fresh": rt.synced,
+                "pending_paths": npaths,
+                "pending_level": level,
+                "waiting_s": now - first if first is not None else 0.0,
+                "busy_s": now - rt.busy_since if rt.busy_since is not None else 0.0,
+                "consecutive_failures": rt.consecutive_failures,
+                "watcher": rt.watch.health() if rt.watch is not None else None,
+            }
+            states.append(source_state(doc, stall_after=stall))
+        state = daemon_state(states) if self._writer_healthy() else "stalled"
+        return f"{state}: {len(states)} source(s), {pending} path(s) pending"
 
     def search(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        from codechunkd.storage.search import Filters, vector_search
+        """``Index.search`` with the warm model; the request carries the CLI's options."""
+        from codechunkd.storage.reader import Index
 
         assert self.embedder is not None and self.reader is not None
         query = str(req.get("query") or "")
         if not query:
             return {"error": "empty query"}
-        repo = req.get("repo")
-        filters = Filters(
-            repo=str(repo) if repo else None,
-            branch=req.get("branch"),
-            path=req.get("path"),
-            language=req.get("lang"),
-            kind=req.get("kind"),
+        index = Index(self.reader, self.settings, embedder=self.embedder)
+        hits = index.search(
+            query,
+            k=int(req.get("k") or 10),
+            mode=str(req.get("mode") or "hybrid"),
+            repo=req.get("repo") or None,
+            branch=req.get("branch") or None,
+            commit=req.get("commit") or None,
+            path=req.get("path") or None,
+            language=req.get("language") or req.get("lang") or None,
+            kind=req.get("kind") or None,
+            context=bool(req.get("context")),
+            stale=bool(req.get("stale")),
         )
-        qvec = self.embedder.embed([query])[0]
-        hits = vector_search(self.reader, qvec, k=int(req.get("k") or 10), filters=filters)
         return {"hits": [h.as_dict() for h in hits]}

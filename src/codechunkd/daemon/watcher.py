@@ -137,7 +137,8 @@ class SourceWatch:
         self.root = source.repo if source.kind is SourceKind.WORKTREE else None
         self.git_dir = source.git_dir.rstrip("/")
         self.common = _common_dir(self.git_dir)
-        self._repo = pygit2.Repository(self.git_dir)  # this thread's own handle (ignore rules)
+        self._repo = pygit2.Repository(self.git_dir)  # our own handle, for ignore rules
+        self._git_lock = threading.Lock()  # used from the inotify and the writer threads
         self._dirs: dict[WatchDescriptor, _Dir] = {}
         self._lock = threading.RLock()
         self.degraded: str | None = None
@@ -151,11 +152,15 @@ class SourceWatch:
     def watches(self) -> int:
         return len(self._dirs)
 
-    def _ignored_dir(self, rel: str) -> bool:
+    def _ignored(self, path: str) -> bool:
         try:
-            return bool(self._repo.path_is_ignored(rel + "/"))
+            with self._git_lock:
+                return bool(self._repo.path_is_ignored(path))
         except pygit2.GitError:
             return False
+
+    def _ignored_dir(self, rel: str) -> bool:
+        return self._ignored(rel + "/")
 
     def _tree_dirs(self, rel: str = "") -> Iterator[str]:
         """Directories of the working tree below ``rel`` that git does not ignore."""
@@ -199,8 +204,15 @@ class SourceWatch:
         """Add every watch, or only the git ones when the budget is short."""
         with self._lock:
             for path, d in self._git_dirs():
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     self._add(path, d)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    self._degrade(None, 0)
+                    return
             if self.root is None:
                 return
             dirs = list(self._tree_dirs())
@@ -289,11 +301,7 @@ class SourceWatch:
         if name == ".gitignore":
             self._signal(level=Level.RESCAN)
             return
-        try:
-            ignored = bool(self._repo.path_is_ignored(path))
-        except pygit2.GitError:
-            ignored = False
-        if ignored:
+        if self._ignored(path):
             self.dropped += 1
             return
         self._signal(paths=(path,))
