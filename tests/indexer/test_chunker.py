@@ -457,11 +457,11 @@ def test_minified_javascript_is_fast_and_valid(check: Checker) -> None:
     )
     src = "".join(unit.format(i=i) for i in range(20000)).encode()
     assert len(src) > 2_000_000 and b"\n" not in src
-    start = time.perf_counter()
+    start = time.process_time()
     chunks = chunk("bundle.min.js", src, count_tokens=lambda texts: [0] * len(texts))
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     check(src, chunks, 1500)
-    assert elapsed < 10
+    assert elapsed < 15, "CPU seconds (about 2 s on the project's machine type)"
     assert all(c.start_line == c.end_line == 1 for c in chunks)
 
 

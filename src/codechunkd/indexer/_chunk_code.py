@@ -310,7 +310,9 @@ class CodeSplitter:
             node = u.node
             if u.spec is None and node is not None and not node.is_named and segs:
                 last = segs[-1]
-                if last.size + u.size <= budget:
+                # a closing token joins what comes before it; an oversized definition
+                # is split anyway, and its last piece takes the token
+                if last.size + u.size <= budget or (last.kind == "def" and last.size > budget):
                     last.units.append(u)
                     last.size += u.size
                     continue
