@@ -61,26 +61,26 @@ def git(repo: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def source_files() -> list[Path]:
+def source_files(max_bytes: int) -> list[Path]:
     skip = ("site-packages", "__pycache__")
     files = [
         p
         for p in sorted(STDLIB.rglob("*"))
         if p.is_file()
         and not any(s in p.parts for s in skip)
-        and p.stat().st_size < 200_000
+        and p.stat().st_size <= max_bytes
         and p.suffix not in (".so", ".pyc")
     ]
     return files
 
 
-def build_repo(n: int, switch: int) -> Path:
-    repo = OUT / f"repo-{n}"
+def build_repo(n: int, switch: int, max_bytes: int) -> Path:
+    repo = OUT / f"repo-{n}-{max_bytes}"
     if (repo / ".git").is_dir():
         return repo
     tmp = OUT / f".repo-{n}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    files = source_files()
+    files = source_files(max_bytes)
     copied = 0
     round_ = 0
     while copied < n:
@@ -199,11 +199,17 @@ def main() -> None:
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--switch-files", type=int, default=1000)
     ap.add_argument("--idle", type=float, default=60.0)
+    ap.add_argument(
+        "--max-bytes",
+        type=int,
+        default=200_000,
+        help="only files up to this size (smaller: a cheaper cold index)",
+    )
     args = ap.parse_args()
 
     OUT.mkdir(parents=True, exist_ok=True)
-    repo = build_repo(args.files, args.switch_files)
-    index = OUT / f"index-{args.files}"
+    repo = build_repo(args.files, args.switch_files, args.max_bytes)
+    index = OUT / f"index-{args.files}-{args.max_bytes}"
     runtime = OUT / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
     env = {
@@ -224,7 +230,7 @@ def main() -> None:
 
     reader = IndexStore(str(index))  # another process than the daemon, strong consistency
     d = Daemon(repo, index, env)
-    result: dict[str, Any] = {"files": args.files}
+    result: dict[str, Any] = {"files": args.files, "max_bytes": args.max_bytes}
     try:
         result["ready_s"] = round(d.wait_ready(), 2)
         t0 = time.monotonic()
@@ -290,7 +296,7 @@ def main() -> None:
         result["cache"] = status["daemon"]["cache"]
     finally:
         result["exit_code"] = d.stop()
-    out = OUT / f"freshness-{args.files}.json"
+    out = OUT / f"freshness-{args.files}-{args.max_bytes}.json"
     out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
 

@@ -104,6 +104,9 @@ def test_status_contract() -> None:
     assert source_state(fresh, stall_after=60) == "ready"
     assert source_state({**fresh, "pending_paths": 2}, stall_after=60) == "indexing"
     assert source_state({**fresh, "waiting_s": 61}, stall_after=60) == "stalled"
+    long_cold_index = {**fresh, "busy_s": 3600, "stuck_s": 2}
+    assert source_state(long_cold_index, stall_after=60) == "indexing"
+    assert source_state({**long_cold_index, "stuck_s": 61}, stall_after=60) == "stalled"
     degraded = {**fresh, "watcher": {"degraded": "inotify watch limit"}}
     assert source_state(degraded, stall_after=60) == "degraded"
     assert daemon_state(["ready", "indexing", "degraded"]) == "degraded"

@@ -128,6 +128,7 @@ class SourceRuntime:
     consecutive_failures: int = 0
     last_error: str | None = None
     busy_since: float | None = None
+    """Clock time the running sync started (None: idle)."""
     retry_at: float | None = None
 
     @property
@@ -178,6 +179,7 @@ class Service:
         self._size: tuple[float, int | None] = (-1e9, None)
         self._next_settings: Settings | None = None
         self._batches = 0
+        self._progress_at = clock()
         self.store: IndexStore | None = None
         self.reader: IndexStore | None = None
         self.cache: EmbeddingCache | None = None
@@ -405,11 +407,12 @@ class Service:
         started = self.clock()
         lag_ms = round((started - pending.first_at) * 1000)
         rt.busy_since = started
+        self._progress_at = started
         structlog.contextvars.bind_contextvars(
             batch_id=uuid.uuid4().hex[:8], trigger=level.name.lower(), lag_ms=lag_ms
         )
         try:
-            report = self.syncer.sync(rt.git, **kwargs)
+            report = self.syncer.sync(rt.git, progress=self._progress, **kwargs)
         except Exception as exc:  # noqa: BLE001 - logged, counted, retried with back-off
             rt.errors += 1
             rt.consecutive_failures += 1
@@ -534,14 +537,23 @@ class Service:
 
     # -- status and search (control thread) --------------------------------------
 
+    def _progress(self, _files: int, _total: int, _chunks: int) -> None:
+        self._progress_at = self.clock()
+
+    def _stuck_s(self, rt: SourceRuntime, now: float) -> float:
+        """Seconds the running sync of ``rt`` has made no progress (a table commit or an
+        embedded slice); 0 when idle.  A long cold index is busy, not stalled."""
+        if rt.busy_since is None:
+            return 0.0
+        last = max(self._progress_at, self.embedder.last_used if self.embedder else 0.0)
+        return max(0.0, now - max(last, rt.busy_since))
+
     def _writer_healthy(self) -> bool:
         if self.writer is None or not self.writer.is_alive():
             return False
         stall = self.settings.daemon.stall_after_s
         now = self.clock()
-        return all(
-            rt.busy_since is None or now - rt.busy_since < stall for rt in self.sources.values()
-        )
+        return all(self._stuck_s(rt, now) < stall for rt in self.sources.values())
 
     def _index_bytes(self) -> int | None:
         at, size = self._size
@@ -590,6 +602,7 @@ class Service:
             s["pending_level"] = level.name.lower() if level is not None else None
             s["waiting_s"] = round(now - first, 3) if first is not None else 0.0
             s["busy_s"] = round(now - rt.busy_since, 3) if rt.busy_since is not None else 0.0
+            s["stuck_s"] = round(self._stuck_s(rt, now), 3)
             s["last_batch"] = (
                 dict(rt.last_batch, ago_s=round(now - (rt.last_batch_at or now), 3))
                 if rt.last_batch
@@ -647,6 +660,7 @@ class Service:
                 "pending_level": level,
                 "waiting_s": now - first if first is not None else 0.0,
                 "busy_s": now - rt.busy_since if rt.busy_since is not None else 0.0,
+                "stuck_s": self._stuck_s(rt, now),
                 "consecutive_failures": rt.consecutive_failures,
                 "watcher": rt.watch.health() if rt.watch is not None else None,
             }

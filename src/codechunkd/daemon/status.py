@@ -39,9 +39,10 @@ STATES = ("ready", "indexing", "degraded", "stalled", "stopped")
 def source_state(s: Mapping[str, Any], *, stall_after: float) -> str:
     """ready | indexing | degraded | stalled, for one source of a running daemon."""
     waiting = s.get("waiting_s") or 0.0
-    busy = s.get("busy_s") or 0.0
-    if max(waiting, busy) > stall_after:
+    stuck = s.get("stuck_s") or 0.0
+    if max(waiting, stuck) > stall_after:
         return "stalled"
+    busy = s.get("busy_s") or 0.0
     watcher = s.get("watcher") or {}
     if watcher.get("degraded") or (s.get("consecutive_failures") or 0) >= 3:
         return "degraded"
