@@ -44,7 +44,7 @@ def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
 class Daemon:
     """`codechunkd run` in a subprocess, with a notify socket we own."""
 
-    def __init__(self, tmp: Path, index: Path, *paths: Path) -> None:
+    def __init__(self, tmp: Path, index: Path, *paths: Path, **settings: str) -> None:
         self.index = index
         self.log = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.notify_path = tmp / "notify.sock"
@@ -59,6 +59,7 @@ class Daemon:
             CODECHUNKD_DAEMON_DEBOUNCE_MS="100",
             CODECHUNKD_DAEMON_NICE="0",
             LANCEDB_LOG="error",
+            **{f"CODECHUNKD_DAEMON_{k.upper()}": v for k, v in settings.items()},
         )
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
@@ -266,7 +267,7 @@ def test_daemon_follows_edits_git_and_restarts(
 
     # changes while stopped are picked up by the restart
     repo.write("app.py", "def handle_request():\n    return 'delta_marker'\n")
-    d2 = Daemon(tmp_path, index_dir, repo.path)
+    d2 = Daemon(tmp_path, index_dir, repo.path, shutdown_timeout_s="0.5")
     daemons.append(d2)
     d2.wait_notify("READY=1")
     d2.searchable("handle request", "app.py", "delta_marker")
@@ -274,4 +275,14 @@ def test_daemon_follows_edits_git_and_restarts(
         lambda: cli("status", "--index-dir", str(index_dir)).returncode == EXIT_FRESH,
         "status exit 0 (fresh)",
     )
+
+    # SIGINT during a long batch: abandoned after the deadline, exit 0, redone next start
+    for i in range(150):
+        repo.write(f"bulk/m{i}.py", f"def bulk_function_{i}(x):\n    return x * {i} + {i * i}\n")
+    wait_for(lambda: d2.status()["sources"][0]["busy_s"] > 0, "a batch running")
+    t0 = time.monotonic()
     assert d2.stop(signal.SIGINT) == 0
+    assert time.monotonic() - t0 < 10
+    assert d2.events("batch_abandoned")
+    doc = json.loads(cli("status", "--json", "--index-dir", str(index_dir)).stdout)
+    assert doc["sources"][0]["pending"], "the interrupted source is marked for repair"
