@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="verify this ref's source (bare mirrors)")
     _common(p)
 
+    p = sub.add_parser("summarize", help="regenerate stale LLM summaries once, within the budget")
+    p.add_argument("--limit", type=int, metavar="N", help="send at most N chunks this pass")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what is stale and estimate the tokens only"
+    )
+    _common(p)
+
     p = sub.add_parser("status", help="what is indexed, and how fresh it is")
     p.add_argument("path", nargs="?", help="only the source containing this folder")
     _common(p)
@@ -253,6 +260,58 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for p, start, end, _, _ in report.extra[:20]:
             print(f"  extra: {p} [{start}:{end}]")
     return 0 if report.ok else 1
+
+
+# -- summarize ------------------------------------------------------------------
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from codechunkd.daemon.lock import WriterLock
+    from codechunkd.daemon.summarize import Budget, disabled_reason, open_summarizer
+    from codechunkd.errors import ConfigError
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.store import IndexStore
+
+    settings = _settings(args)
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError("--limit must be at least 1")
+    off = disabled_reason(settings.summaries)
+    if off and not args.dry_run:
+        raise ConfigError(f"LLM summaries are off: {off}", key="summaries.url")
+    paths = IndexPaths.of(settings)
+    budget = Budget.per_run(settings.summaries, limit=args.limit)
+    lock = (
+        contextlib.nullcontext()
+        if args.dry_run
+        else WriterLock(paths.lock, what="codechunkd summarize")
+    )
+    with lock:
+        summarizer = open_summarizer(settings, IndexStore(paths.uri))
+        try:
+            run = summarizer.run_once(budget, dry_run=args.dry_run)
+        finally:
+            summarizer.cache.close()
+    doc = {"enabled": off is None, "reason": off, **run.as_dict()}
+    if args.json:
+        _print_json(doc)
+    elif args.dry_run:
+        print(
+            f"{run.stale} stale chunk rows ({run.reused} have a cached summary); "
+            f"this pass would send {len(run.planned)} requests, ~{run.estimated_tokens} tokens"
+            + (f" (stopped by {run.stopped_by})" if run.stopped_by else "")
+        )
+        for p in run.planned:
+            print(f"  {p['path']}  {p['symbol'] or '-'}  ~{p['estimated_tokens']} tokens")
+    else:
+        print(
+            f"summaries: {run.written} written ({run.reused} from cache, {run.summarized} new), "
+            f"{run.requested} requests, {run.tokens} tokens, {run.rejected} rejected, "
+            f"{run.failed} failed; {run.backlog} still stale"
+            + (f" (stopped by {run.stopped_by})" if run.stopped_by else "")
+        )
+        for e in run.errors:
+            print(f"  error: {e}")
+    return 1 if run.stopped_by == "endpoint_unavailable" else 0
 
 
 # -- search ---------------------------------------------------------------------
@@ -507,6 +566,7 @@ COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
     "status": cmd_status,
+    "summarize": cmd_summarize,
     "verify": cmd_verify,
     "run": cmd_run,
     "add": cmd_add,

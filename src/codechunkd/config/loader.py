@@ -239,6 +239,40 @@ def validate(s: Settings) -> None:
         raise ConfigError(
             f"setting 'daemon.nice' must be between 0 and 19, got {d.nice}", key="daemon.nice"
         )
+    _validate_summaries(s)
+
+
+def _validate_summaries(s: Settings) -> None:
+    m = s.summaries
+    summary_positive: dict[str, float] = {
+        "summaries.timeout": m.timeout,
+        "summaries.concurrency": m.concurrency,
+        "summaries.max_tokens": m.max_tokens,
+        "summaries.max_input_tokens": m.max_input_tokens,
+        "summaries.max_chars": m.max_chars,
+        "summaries.interval_s": m.interval_s,
+    }
+    for key, number in summary_positive.items():
+        if number <= 0:
+            raise ConfigError(f"setting {key!r} must be positive, got {number}", key=key)
+    not_negative: dict[str, int] = {
+        "summaries.requests_per_minute": m.requests_per_minute,
+        "summaries.retries": m.retries,
+        "summaries.min_tokens": m.min_tokens,
+        "summaries.max_chunks_per_run": m.max_chunks_per_run,
+        "summaries.max_tokens_per_run": m.max_tokens_per_run,
+        "summaries.max_chunks_per_day": m.max_chunks_per_day,
+        "summaries.max_tokens_per_day": m.max_tokens_per_day,
+    }
+    for key, count in not_negative.items():
+        if count < 0:
+            raise ConfigError(f"setting {key!r} must not be negative, got {count}", key=key)
+    if m.url and not m.url.startswith(("http://", "https://")):
+        raise ConfigError("setting 'summaries.url' must be an http(s) URL", key="summaries.url")
+    if m.url and not m.model:
+        raise ConfigError(
+            "setting 'summaries.model' is needed when 'summaries.url' is set", key="summaries.model"
+        )
 
 
 def load_settings(

@@ -146,9 +146,51 @@ class DaemonSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SummarySettings:
+    url: str = ""
+    """Base URL of an OpenAI-compatible chat-completions server, e.g.
+    ``http://127.0.0.1:11434/v1`` (``/chat/completions`` is appended); empty means LLM
+    summaries are off and every summary is extractive."""
+    model: str = ""
+    """The model name sent to the server; with the prompt version, part of every summary's key."""
+    api_key_env: str = ""
+    """Name of the environment variable holding the API key (sent as a bearer token, never
+    logged); empty means no key."""
+    timeout: float = 60.0
+    """Seconds to wait for one answer."""
+    concurrency: int = 2
+    """Requests in flight at once."""
+    requests_per_minute: int = 60
+    """Most requests started per minute (0: no limit)."""
+    retries: int = 2
+    """Retries of one request after a 429, a 5xx, a timeout, a refused connection or an answer
+    cut short (exponential back-off; a ``Retry-After`` header is honoured)."""
+    max_tokens: int = 150
+    """Most tokens the model may write for one summary; a longer answer is rejected."""
+    max_input_tokens: int = 2000
+    """Most tokens (estimated at 4 characters each) of code sent for one chunk; the rest is
+    cut at a line break."""
+    min_tokens: int = 48
+    """Chunks with fewer tokens keep their extractive summary (it says enough)."""
+    max_chars: int = 600
+    """Longest summary kept; a longer one is cut at a sentence or word boundary."""
+    interval_s: float = 600.0
+    """The daemon regenerates stale summaries this often."""
+    max_chunks_per_run: int = 200
+    """Most chunks sent to the model in one run (0: no limit)."""
+    max_tokens_per_run: int = 200_000
+    """Most tokens (prompt + answer, estimated before sending) spent in one run (0: no limit)."""
+    max_chunks_per_day: int = 2000
+    """Most chunks sent to the model per UTC day, across runs and processes (0: no limit)."""
+    max_tokens_per_day: int = 2_000_000
+    """Most tokens spent per UTC day, across runs and processes (0: no limit)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     files: FilesSettings = field(default_factory=FilesSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    summaries: SummarySettings = field(default_factory=SummarySettings)

@@ -28,9 +28,9 @@ from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, chunk, content_ha
 from codechunkd.indexer.embedder import Embedder
 from codechunkd.indexer.files import as_text, skip_reason_of_entry
 from codechunkd.indexer.languages import detect_language
-from codechunkd.indexer.summaries import EXTRACTIVE, extractive_summary
+from codechunkd.indexer.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
 from codechunkd.indexer.tokens import counter_for
-from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
@@ -141,11 +141,16 @@ class Syncer:
         store: IndexStore,
         embedder: Embedder,
         cache: EmbeddingCache,
+        summaries: SummaryCache | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.embedder = embedder
         self.cache = cache
+        # LLM summaries already made for this content, model and prompt (see daemon/summarize.py)
+        if summaries is None and settings.summaries.url and settings.summaries.model:
+            summaries = SummaryCache(cache.path)
+        self.summaries = summaries
         self.matcher = Matcher(settings.files.include, settings.files.exclude)
         self.count_tokens = counter_for(settings.embedding.model)
         self.fingerprint = fingerprint(settings, embedder.model_id)
@@ -404,6 +409,14 @@ class Syncer:
             self.cache.put_many(model, fresh)
             cached.update(fresh)
         window = self.settings.embedding.max_seq_length
+        llm_model = self.settings.summaries.model
+        llm = (
+            self.summaries.get_many(
+                llm_model, PROMPT_VERSION, {c.content_hash for f in files for c in f.chunks}
+            )
+            if self.summaries is not None
+            else {}
+        )
         out: list[IndexedFile] = []
         for f in files:
             assert f.version.blob is not None
@@ -419,8 +432,10 @@ class Syncer:
                         vector=vec,
                         embed_hash=key,
                         embedded_tokens=min(c.token_count, window),
-                        summary=extractive_summary(c),
-                        summary_source=EXTRACTIVE,
+                        summary=llm.get(c.content_hash) or extractive_summary(c),
+                        summary_source=(
+                            llm_source(llm_model) if c.content_hash in llm else EXTRACTIVE
+                        ),
                         summary_of=c.content_hash,
                     )
                 )
