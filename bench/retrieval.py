@@ -175,7 +175,12 @@ def peer_docs(
     docs = []
     line_starts: dict[str, list[int]] = {}
     for path, src in corpus:
-        for s in fn(path, src, "python"):
+        try:
+            spans = fn(path, src, "python")
+        except Exception as exc:  # a peer that fails on a file returns nothing for it
+            print(f"    {path}: {exc}")
+            continue
+        for s in spans:
             start, end, text = s.start, s.end, s.text  # type: ignore[attr-defined]
             lines = getattr(s, "lines", None)
             if start < 0 and lines is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -44,7 +45,7 @@ def check_invariants(source: bytes, chunks: Sequence[Chunk], budget: int) -> Non
         size = nws(c.content)
         if size > budget:
             # only a single word longer than the budget may exceed it
-            words = c.content.split()
+            words = [w for w in re.split(r"[ \t\r\n\f\v]+", c.content) if w]
             assert len(words) == 1 or max(nws(w) for w in words) > budget, (
                 f"{c.kind} {c.symbol} lines {c.start_line}-{c.end_line}: {size} > {budget}"
             )

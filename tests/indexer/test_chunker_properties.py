@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from codechunkd.config.settings import ChunkingSettings
@@ -98,6 +98,7 @@ _ALPHABET = st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs", "
 
 
 @_FAST
+@example(text="0\x1f0", path="a.txt", budget=1)  # \x1f is not whitespace to the budget
 @given(
     text=st.text(alphabet=_ALPHABET, max_size=600),
     path=st.sampled_from(
@@ -115,6 +116,7 @@ def test_arbitrary_text_in_any_language_keeps_the_invariants(
 
 
 @_FAST
+@example(items=[("_0", 0)], nested=1, budget=8)  # closing braces once overflowed a key
 @given(
     items=st.lists(st.tuples(_NAMES, st.integers(0, 10**9)), min_size=1, max_size=30),
     nested=st.integers(0, 5),

@@ -188,8 +188,11 @@ class CodeSplitter:
     def _units(self, children: Iterable[Node]) -> list[_Unit]:
         rules = self.rules
         attached = rules.attached
+        wrappers = rules.wrappers
+        spec_of = rules.spec
         src = self.src
         units: list[_Unit] = []
+        append = units.append
         pending: list[Node] = []
         prev_end = -1
         todo = list(children)
@@ -197,6 +200,15 @@ class CodeSplitter:
         while todo:
             c = todo.pop()
             t = c.type
+            if not pending and t not in attached and t != "ERROR" and t not in wrappers:
+                spec = spec_of(c, t)
+                if spec is None:  # the common case: plain code
+                    s0, e0 = c.start_byte, c.end_byte
+                    append(
+                        _Unit(s0, e0, c, None, None, len(src[s0:e0].translate(None, _NOT_COUNTED)))
+                    )
+                    prev_end = e0
+                    continue
             if t == "ERROR" and c.child_count:
                 # syntax error: tree-sitter's recovered pieces are units of their own
                 todo.extend(reversed(c.children))
@@ -208,9 +220,9 @@ class CodeSplitter:
                 else:
                     pending.append(c)
                 continue
-            spec = rules.spec(c)
+            spec = spec_of(c, t)
             defn: Node | None = c if spec is not None else None
-            if spec is None and t in rules.wrappers:
+            if spec is None and t in wrappers:
                 defn = rules.unwrap(c)
                 if defn is not None:
                     spec = rules.spec(defn)
@@ -346,13 +358,15 @@ class CodeSplitter:
             pieces = self._text_units(u.start, u.end)
             return pieces if len(pieces) > 1 else None
         out: list[_Unit] = []
+        src = self.src
         pos = u.start
         for c in self._units(node.children):
-            if c.start > pos:
+            if c.start > pos and src[pos : c.start].strip(_WS):
                 out.extend(self._text_units(pos, c.start))
             out.append(c)
-            pos = max(pos, c.end)
-        if u.end > pos:
+            if c.end > pos:
+                pos = c.end
+        if u.end > pos and src[pos : u.end].strip(_WS):
             out.extend(self._text_units(pos, u.end))
         return out
 
@@ -370,7 +384,7 @@ class CodeSplitter:
     def _task(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> Callable[[], None]:
         if seg.kind == "glue":
             return lambda: self._glue_piece(seg, a, b, ctx)
-        return lambda: self._definition(seg.units[0], a, b, ctx)
+        return lambda: self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
     def _emit(self, p: Piece) -> None:
         par = p.parent
@@ -408,6 +422,11 @@ class CodeSplitter:
             self._leaf(a, b, ctx)
             return
         names = tuple(name_of(u.defn) for u in defs if u.defn is not None)
+        # text after the segment's own units (closing tokens of the enclosing node) must
+        # not push it over the budget: it then becomes a piece of its own
+        core_end = seg.units[-1].end
+        tail = b > core_end and self._size(a, b) > self.budget
+        end = core_end if tail else b
         if len(defs) == 1 and all(
             u is defs[0] or (u.node is not None and not u.node.is_named) for u in seg.units
         ):
@@ -417,7 +436,7 @@ class CodeSplitter:
             self._emit(
                 Piece(
                     a,
-                    b,
+                    end,
                     kind,
                     symbol,
                     ctx.scope,
@@ -427,10 +446,13 @@ class CodeSplitter:
                     name=names[0],
                 )
             )
-            return
-        symbols = tuple(self._qualify(ctx.scope, n) for n in names if n)
-        piece = Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent, names=symbols)
-        self._emit(piece)
+        else:
+            symbols = tuple(self._qualify(ctx.scope, n) for n in names if n)
+            self._emit(
+                Piece(a, end, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent, names=symbols)
+            )
+        if tail:
+            self._leaf(end, b, ctx)
 
     def _lines(self, a: int, b: int, ctx: _Ctx) -> None:
         bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
@@ -455,7 +477,7 @@ class CodeSplitter:
             kind = "method"
         return kind, self._qualify(scope, name)
 
-    def _definition(self, u: _Unit, a: int, b: int, ctx: _Ctx) -> None:
+    def _definition(self, u: _Unit, a: int, b: int, ctx: _Ctx, core_end: int) -> None:
         spec = u.spec
         defn = u.defn
         assert spec is not None and defn is not None
@@ -489,11 +511,13 @@ class CodeSplitter:
                 glue_symbol = symbol if spec.mode == "class" else ctx.glue_symbol
                 self._layout(units, a, b, _Ctx(inner_scope, parent, glue_kind, glue_symbol, depth))
                 return
-        if self._size(a, b) <= self.budget:
+        fits = self._size(a, b) <= self.budget
+        tail = not fits and b > core_end and self._size(a, core_end) <= self.budget
+        if fits or tail:
             self.out.append(
                 Piece(
                     a,
-                    b,
+                    core_end if tail else b,
                     kind,
                     symbol,
                     ctx.scope,
@@ -503,6 +527,8 @@ class CodeSplitter:
                     name=name,
                 )
             )
+            if tail:
+                self._leaf(core_end, b, ctx)
             return
         # Over the budget: cAST recursion; the first piece stands for the definition.
         if units is None:

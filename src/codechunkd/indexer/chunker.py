@@ -168,6 +168,8 @@ def _finish(
     rows: list[tuple[Piece, str, int, int, int, int, str, str, str, str, str]] = []
     module_id: str | None = None
     line_pos, line_no = 0, 1  # a cursor: pieces come (almost always) in file order
+    sha256 = hashlib.sha256
+    prefix = f"{path}\0".encode()
     for p in pieces:
         a, b = p.start, p.end
         seg = src[a:b]
@@ -178,12 +180,16 @@ def _finish(
         a += len(seg) - len(seg.lstrip(_WS))
         b = a + len(stripped)
         synthetic = p.synthetic_text is not None
-        text = p.synthetic_text if p.synthetic_text is not None else stripped.decode("utf-8")
-        chash = content_hash(text)
+        if p.synthetic_text is not None:
+            text = p.synthetic_text
+            chash = content_hash(text)
+        else:
+            text = stripped.decode("utf-8")
+            chash = sha256(stripped).hexdigest()
         key = (p.kind, chash)
         occ = seen.get(key, 0)
         seen[key] = occ + 1
-        cid = hashlib.sha256(f"{path}\0{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
+        cid = sha256(prefix + f"{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
         ids[id(p)] = cid
         if module_id is None and p.kind == "module" and not synthetic:
             module_id = cid

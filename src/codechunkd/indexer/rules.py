@@ -52,6 +52,21 @@ _CLASS_RE = re.compile(
 )
 _SCOPE_RE = re.compile(r"^(namespace|module|package|mod)_(definition|declaration|item)$")
 
+_MISSING = object()
+
+
+def _generic_spec(t: str) -> DefSpec | None:
+    """The generic patterns: ``*_function_definition``, ``class_declaration``, …"""
+    if _LEAF_RE.match(t):
+        return DefSpec("function")
+    m = _CLASS_RE.match(t)
+    if m:
+        return DefSpec(m.group(1), "class")
+    if _SCOPE_RE.match(t):
+        return DefSpec("namespace", "scope")
+    return None
+
+
 _VALUE_DECLS = frozenset({"lexical_declaration", "variable_declaration"})
 _FUNCTION = DefSpec("function")
 _COMMENTS = frozenset(
@@ -127,26 +142,23 @@ class Rules:
     """Docstrings are the first string statement of the body (Python)."""
     function_values: bool = False
     """``const f = () => …`` counts as a function definition (JavaScript, TypeScript)."""
+    _generic: dict[str, DefSpec | None] = field(default_factory=dict, compare=False, repr=False)
 
-    def spec(self, node: Node) -> DefSpec | None:
-        """How ``node`` is chunked when it is a definition, else None."""
+    def spec(self, node: Node, t: str | None = None) -> DefSpec | None:
+        """How ``node`` (of type ``t``) is chunked when it is a definition, else None."""
         if not node.is_named:
             return None
-        t = node.type
+        if t is None:
+            t = node.type
         spec = self.defs.get(t)
         if spec is None and self.function_values and t in _VALUE_DECLS and _is_function_value(node):
             return _FUNCTION
         if spec is not None or not self.generic or t in self.not_defs:
             return spec
-        m = _LEAF_RE.match(t)
-        if m:
-            return DefSpec("function")
-        m = _CLASS_RE.match(t)
-        if m:
-            return DefSpec(m.group(1), "class")
-        if _SCOPE_RE.match(t):
-            return DefSpec("namespace", "scope")
-        return None
+        cached = self._generic.get(t, _MISSING)
+        if cached is _MISSING:
+            cached = self._generic[t] = _generic_spec(t)
+        return cached  # type: ignore[return-value]
 
     def unwrap(self, node: Node) -> Node | None:
         """The definition inside a wrapper node, or None when it wraps none."""
