@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -535,3 +537,51 @@ def test_cli_summarize(
     assert off.value.code == 2
     assert "LLM summaries are off" in capsys.readouterr().err
     assert PROMPT_VERSION
+
+
+def test_stop_ends_a_run_without_waiting_for_the_request(
+    repo: Repo, indexer: Indexer, chat: ChatServer, make: MakeSummarizer
+) -> None:
+    """A shutdown (``stop`` set) ends a run at once; the hung request is abandoned."""
+    repo.write("app.py", APP)
+    repo.commit()
+    index(repo, indexer)
+    s = make()
+    chat.script.append(Action(kind="hang", hang_s=10.0))
+    result: list[Any] = []
+    runner = threading.Thread(target=lambda: result.append(s.run_once()), name="run")
+    runner.start()
+    chat.wait_for_requests(1)
+    t0 = time.monotonic()
+    s.stop.set()
+    runner.join(5.0)
+    assert not runner.is_alive()
+    assert time.monotonic() - t0 < 2.0
+    (run,) = result
+    assert (run.stopped_by, run.summarized, run.backlog) == ("stopping", 0, N)
+    chat.release.set()  # the abandoned request ends; its thread with it
+    deadline = time.monotonic() + 10.0
+    while any(t.name.startswith("codechunkd-summary") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the abandoned request did not end"
+        threading.Event().wait(0.02)
+
+
+def test_summary_settings_are_checked(index_dir: Path) -> None:
+    """Out-of-range or inconsistent ``[summaries]`` settings name the key."""
+    from codechunkd.errors import ConfigError
+
+    def load(**kw: object) -> Settings:
+        over = {"index.dir": str(index_dir), **{f"summaries.{k}": v for k, v in kw.items()}}
+        return load_settings(env={}, overrides=over)
+
+    assert load().summaries.url == ""
+    with pytest.raises(ConfigError, match=r"summaries\.model"):
+        load(url="http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match=r"summaries\.url"):
+        load(url="ftp://x/v1", model="m")
+    with pytest.raises(ConfigError, match=r"summaries\.concurrency"):
+        load(concurrency=0)
+    with pytest.raises(ConfigError, match=r"summaries\.max_chunks_per_day"):
+        load(max_chunks_per_day=-1)
+    env = {"CODECHUNKD_SUMMARIES_MAX_TOKENS_PER_DAY": "1_000"}
+    assert load_settings(env=env).summaries.max_tokens_per_day == 1000

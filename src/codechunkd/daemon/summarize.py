@@ -35,7 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -253,17 +253,20 @@ class Summarizer:
     # -- one run ----------------------------------------------------------------
 
     def run_once(self, budget: Budget | None = None, *, dry_run: bool = False) -> SummaryRun:
-        """``fetch`` then ``apply``: one pass, on the writer (see the module docstring)."""
+        """``fetch`` then ``finish``: one whole pass, on the writer (see the module docstring)."""
         run = self.fetch(budget, dry_run=dry_run)
-        if run.stopped_by == "disabled":
+        if dry_run or run.stopped_by == "disabled":
             return run
-        if not dry_run and run.stopped_by != "backoff":
-            started = time.monotonic()
+        return self.finish(run)
+
+    def finish(self, run: SummaryRun) -> SummaryRun:
+        """The writer's half of a run: write what the cache holds, count the backlog, record."""
+        started = time.monotonic()
+        if run.stopped_by != "backoff":
             run.written = self.apply()
-            run.seconds += time.monotonic() - started
-        if not dry_run:
-            run.backlog = self.backlog()
-            self.last_run = run
+        run.backlog = self.backlog()
+        run.seconds += time.monotonic() - started
+        self.last_run = run
         log.info("summaries_run", **{k: v for k, v in run.as_dict().items() if k != "planned"})
         return run
 
@@ -442,8 +445,15 @@ class Summarizer:
                 run.completion_tokens += answer.completion_tokens
 
         workers = max(1, min(self.settings.concurrency, len(items)))
-        with ThreadPoolExecutor(workers, thread_name_prefix="codechunkd-summary") as pool:
-            list(pool.map(one, items))
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="codechunkd-summary")
+        futures = [pool.submit(one, item) for item in items]
+        # wait for the requests, but not past a stop: one in flight may take summaries.timeout
+        while not self.stop.is_set() and wait(futures, timeout=0.2).not_done:
+            pass
+        pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
+        crashed = [e for f in futures if f.done() and not f.cancelled() and (e := f.exception())]
+        if crashed:  # not an endpoint failure: a bug or the cache's disk
+            raise crashed[0]
         if self.stop.is_set() and run.requested < len(items):
             run.stopped_by = run.stopped_by or "stopping"
         self.cache.add_usage(
