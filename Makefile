@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 REPO   ?= .
 
-.PHONY: run test check venv bench clean
+.PHONY: run test check venv docs clean
 
 venv: $(STAMP)
 
@@ -29,9 +29,13 @@ test: $(STAMP) check
 	$(BIN)/python -m pytest
 
 check: $(STAMP)
-	$(BIN)/ruff format --check src tests bench
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
+
+## Regenerate the settings tables of docs/settings.md from the settings' docstrings.
+docs: $(STAMP)
+	$(BIN)/python scripts/settings_doc.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
