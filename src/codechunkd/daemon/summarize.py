@@ -267,7 +267,9 @@ class Summarizer:
         run.backlog = self.backlog()
         run.seconds += time.monotonic() - started
         self.last_run = run
-        log.info("summaries_run", **{k: v for k, v in run.as_dict().items() if k != "planned"})
+        fields = {k: v for k, v in run.as_dict().items() if k != "planned"}
+        idle = not (run.stale or run.written or run.requested or run.stopped_by)
+        (log.debug if idle else log.info)("summaries_run", **fields)
         return run
 
     def fetch(self, budget: Budget | None = None, *, dry_run: bool = False) -> SummaryRun:
@@ -487,8 +489,14 @@ class Summarizer:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """The ``summaries`` part of the status document (no table access)."""
+    def status(self, *, refresh: bool = False) -> dict[str, Any]:
+        """The ``summaries`` part of the status document.
+
+        ``backlog`` is the count of the last run (or of the last ``backlog()``);
+        ``refresh`` counts it again first (one filtered ``count_rows`` on the reader).
+        """
+        if refresh and self.enabled:
+            self.backlog()
         retry_in = None
         if self.retry_at is not None:
             retry_in = max(0.0, round(self.retry_at - self.clock(), 1))
