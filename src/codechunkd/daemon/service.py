@@ -108,8 +108,19 @@ class LockedEmbedder:
             if unload is None or not self.loaded or self.clock() - self.last_used < idle:
                 return False
             unload()
+        _release_memory()
         log.info("model_unloaded", idle_s=idle)
         return True
+
+
+def _release_memory() -> None:
+    """Collect the model's garbage and hand freed heap pages back to the OS (glibc)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @dataclasses.dataclass(slots=True)
