@@ -124,3 +124,48 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
     with WriterLock(service.paths.lock):  # released
         pass
     assert not service.paths.socket.exists()
+
+
+@pytest.mark.slow
+def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
+    """With an endpoint configured, the scheduled job summarizes stale chunks (in the writer)."""
+    from tests.chat_server import MODEL, ChatServer
+
+    body = "\n".join(f"    total = total + value * {i}  # step {i} of the sum" for i in range(12))
+    repo.write("calc.py", f"def weighted_total(values):\n    total = 0\n{body}\n    return total\n")
+    repo.commit("init")
+    with ChatServer() as chat:
+        overrides = {
+            "index.dir": str(index_dir),
+            "summaries.url": chat.url,
+            "summaries.model": MODEL,
+            "summaries.min_tokens": 20,
+            "summaries.concurrency": 1,
+            "summaries.requests_per_minute": 0,
+        }
+        settings = load_settings(env={"CODECHUNKD_DAEMON_NICE": "0"}, overrides=overrides)
+        service = Service(settings, specs=[SourceSpec.parse(str(repo.path))])
+        errors: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                sock = wait_for(lambda: service.ready.is_set() and service.paths.socket, "ready")
+
+                def summaries() -> Any:
+                    doc = request(sock, {"cmd": "status"})["daemon"]
+                    run = (doc["summaries"] or {}).get("last_run") or {}
+                    return run.get("written") and doc["summary_backlog"] == 0
+
+                wait_for(summaries, "the summary job to write")
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+            finally:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        driver = threading.Thread(target=drive)
+        driver.start()
+        code = service.run()
+        driver.join(timeout=30)
+        assert chat.requests >= 1
+    assert not errors, errors
+    assert code == 0

@@ -68,6 +68,13 @@ class Upkeep:
             func, "interval", seconds=every, id=name, name=name, replace_existing=True
         )
 
+    def run_soon(self, name: str) -> None:
+        """Run a job now (then on its interval again), if it is scheduled."""
+        from datetime import UTC, datetime
+
+        if self._scheduler.get_job(name) is not None:
+            self._scheduler.modify_job(name, next_run_time=datetime.now(UTC))
+
     def reschedule(self, name: str, every: float) -> None:
         self._scheduler.reschedule_job(name, trigger="interval", seconds=every)
 

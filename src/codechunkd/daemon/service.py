@@ -50,6 +50,7 @@ from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Pending, W
 from codechunkd.daemon.jobs import Upkeep
 from codechunkd.daemon.lock import WriterLock
 from codechunkd.daemon.status import daemon_state, source_state
+from codechunkd.daemon.summarize import Summarizer, SummaryRun, open_summarizer
 from codechunkd.daemon.sync import Syncer
 from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import SourceWatch, Watcher
@@ -200,6 +201,10 @@ class Service:
         self.control: ControlServer | None = None
         self.writer: threading.Thread | None = None
         self.upkeep: Upkeep | None = None
+        self.summarizer: Summarizer | None = None
+        self._summary_run: SummaryRun | None = None
+        self._stop = threading.Event()
+        """Set at shutdown: ends a summary request in flight without waiting for it."""
         d = settings.daemon
         self.queue = ChangeQueue(
             Debouncer(
@@ -248,6 +253,7 @@ class Service:
             self.paths.cache, max_entries=self.settings.embedding.cache_size
         )
         self.syncer = Syncer(self.settings, self.store, self.embedder, self.cache)
+        self.summarizer = self._open_summarizer()
         self.watcher = Watcher(self.queue.put, max_watches=d.max_watches)
         for spec in self.specs():
             self.add_source(spec, strict=spec in self.cli_specs)
@@ -292,6 +298,8 @@ class Service:
             self._ready_sent = True
             self.notifier.ready(self.status_line())
             log.info("daemon_ready", seconds=round(self.clock() - self._started_at, 2))
+            if self.upkeep is not None:
+                self.upkeep.run_soon("summaries")  # the backlog of the first reconcile
         now = self.clock()
         for rt in list(self.sources.values()):
             if rt.retry_at is not None and rt.retry_at <= now:
@@ -306,6 +314,7 @@ class Service:
         """Stop intake, finish or abandon the batch in flight, release.  True: abandoned."""
         self.notifier.stopping()
         log.info("daemon_stopping")
+        self._stop.set()
         if self.watcher is not None:
             self.watcher.stop()
         if self.upkeep is not None:
@@ -330,6 +339,8 @@ class Service:
         if not abandoned:  # else the writer may still write: the lock goes with the process
             if self.cache is not None:
                 self.cache.close()
+            if self.summarizer is not None:
+                self.summarizer.cache.close()
             self.lock.release()
         log.info("daemon_stopped", abandoned=abandoned)
         return abandoned
@@ -474,6 +485,13 @@ class Service:
                 log.error("model_warmup_failed", error=str(exc))
         elif task == "reload":
             self._apply_reload()
+        elif task == "summaries":
+            run, self._summary_run = self._summary_run, None
+            if run is not None and self.summarizer is not None:
+                try:
+                    self.summarizer.finish(run)  # writes the summaries: the writer's half
+                except CodechunkdError as exc:
+                    log.error("summaries_write_failed", error=str(exc))
 
     # -- scheduled upkeep -------------------------------------------------------
 
@@ -484,6 +502,25 @@ class Service:
         upkeep.add("compact", d.compact_interval_s, lambda: self.queue.submit("compact"))
         if d.idle_unload_s > 0:
             upkeep.add("idle_unload", max(5.0, d.idle_unload_s / 4), self._unload_if_idle)
+        if self.summarizer is not None and self.summarizer.enabled:
+            upkeep.add("summaries", self.settings.summaries.interval_s, self._fetch_summaries)
+
+    def _open_summarizer(self) -> Summarizer | None:
+        assert self.store is not None
+        try:
+            return open_summarizer(self.settings, self.store, reader=self.reader, stop=self._stop)
+        except ConfigError as exc:
+            log.error("summaries_unavailable", error=str(exc))
+            return None
+
+    def _fetch_summaries(self) -> None:
+        """The scheduler's half of a summary run: requests into the cache, no table write."""
+        if self.summarizer is None or self._summary_run is not None:
+            return
+        run = self.summarizer.fetch()
+        if run.stopped_by != "disabled":
+            self._summary_run = run
+            self.queue.submit("summaries")
 
     def _reconcile_all(self) -> None:
         for rt in list(self.sources.values()):
@@ -649,7 +686,8 @@ class Service:
                 else None,
                 "watcher": self.watcher.health() if self.watcher else None,
                 "jobs": self.upkeep.as_dict() if self.upkeep else {},
-                "summary_backlog": None,
+                "summary_backlog": self.summarizer.last_backlog if self.summarizer else None,
+                "summaries": self.summarizer.status() if self.summarizer else None,
                 "socket": str(self.paths.socket),
             },
             "index": self.paths.uri,
