@@ -171,3 +171,18 @@ def test_run_without_sources_is_a_usage_error(
         main(["run", "--index-dir", str(index_dir)])
     assert exc.value.code == 2
     assert "codechunkd add PATH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv", [["run"], ["add"], ["remove"], ["service"], ["service", "install"], ["status"]]
+)
+def test_daemon_commands_have_help_and_are_documented(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every daemon command answers --help and appears in docs/operations.md."""
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    assert "usage: codechunkd" in capsys.readouterr().out
+    doc = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    assert f"codechunkd {' '.join(argv)}" in doc
