@@ -14,8 +14,10 @@ and MRR are printed for all queries and for two random halves (seeded), so one
 can see whether the ranking of the chunkers is stable.
 
 codechunkd's dense side embeds ``embed_text`` (context header + content) and its
-BM25 side indexes the content plus the definition names; the peers embed and
-index their chunk text, as they ship.  Embeddings are cached on disk
+BM25 side indexes the same text plus the definition names; the peers embed and
+index their chunk text, as they ship.  The ``codechunkd`` row ranks the leaf
+chunks; ``codechunkd + class headers`` also ranks the synthetic class headers
+(never a hit: they do not contain a whole method).  Embeddings are cached on disk
 (``--cache``), so a second run only embeds what changed.
 
 Peers (optional) as for bench/chunking.py: ``--peers /tmp/bench-peers``.
@@ -111,10 +113,16 @@ def strip_docstrings(src: bytes) -> tuple[bytes, list[tuple[int, str]]]:
         stmt = ds if ds.parent is None or ds.parent.type != "expression_statement" else ds.parent
         fn_body = fn.child_by_field_name("body")
         only = fn_body is not None and fn_body.named_child_count == 1
-        end = stmt.end_byte
-        if not only and src[end : end + 1] == b"\n":
-            end += 1
-        edits.append((stmt.start_byte, end, b"pass" if only else b""))
+        start, end = stmt.start_byte, stmt.end_byte
+        if only:
+            edits.append((start, end, b"pass"))
+            continue
+        line_start = src.rfind(b"\n", 0, start) + 1
+        line_end = src.find(b"\n", end)
+        line_end = len(src) if line_end < 0 else line_end + 1
+        if not src[line_start:start].strip() and not src[end:line_end].strip():
+            start, end = line_start, line_end  # the docstring's own lines go entirely
+        edits.append((start, end, b""))
     out = bytearray(src)
     for a, b, rep in sorted(edits, reverse=True):
         out[a:b] = rep
@@ -158,13 +166,18 @@ def build_corpus(
 # -- chunkers -> docs ----------------------------------------------------------------------
 
 
-def codechunkd_docs(corpus: list[tuple[str, bytes]], budget: int) -> list[Doc]:
+def codechunkd_docs(
+    corpus: list[tuple[str, bytes]], budget: int, *, synthetic: bool = False
+) -> list[Doc]:
+    """Leaf chunks (what a search returns by default); ``synthetic`` adds the class headers."""
     settings = ChunkingSettings(budget=budget)
     docs = []
     for path, src in corpus:
         for c in chunk(path, src, settings, language="python"):
+            if c.synthetic and not synthetic:
+                continue
             start, end = (c.start_byte, c.end_byte) if not c.synthetic else (-1, -1)
-            sparse = c.content + "\n" + " ".join(c.names or ((c.symbol,) if c.symbol else ()))
+            sparse = c.embed_text + "\n" + " ".join(c.names or ((c.symbol,) if c.symbol else ()))
             docs.append(Doc(path, start, end, c.embed_text, sparse))
     return docs
 
@@ -333,6 +346,10 @@ def main(argv: list[str] | None = None) -> None:
     qvecs = emb.embed([t.query for t in targets])
     chunkers: list[tuple[str, Callable[[], list[Doc]] | None]] = [
         ("codechunkd", lambda: codechunkd_docs(corpus, args.budget)),
+        (
+            "codechunkd + class headers",
+            lambda: codechunkd_docs(corpus, args.budget, synthetic=True),
+        ),
     ]
     for name, make in (
         ("astchunk", astchunk_chunker),

@@ -86,7 +86,7 @@ def test_python_definitions_are_chunks(count_tokens: CountTokens, check: Checker
     assert load.embed_text.startswith("function load in file src/pkg/loader.py\n# Loads things.")
     size = by_symbol["DataLoader.size"]
     assert size.embed_text.splitlines()[0] == (
-        "method size in class DataLoader in file src/pkg/loader.py"
+        "method size in class DataLoader (Loads data.) in file src/pkg/loader.py"
     )
     assert size.content.startswith("@property\n    def size(self):")
 

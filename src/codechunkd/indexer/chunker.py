@@ -58,7 +58,7 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "content_hash"]
 CountTokens = Callable[[Sequence[str]], list[int]]
 
 #: Bump when chunk boundaries or embed texts change: indexed rows are rebuilt.
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 
 
 def content_hash(text: str) -> ContentHash:
@@ -112,6 +112,7 @@ class Chunk:
 _WS: Final = b" \t\r\n\f\v"
 _COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
 _STR_PREFIX: Final = re.compile(r"^[rRbBuUfF]*")
+_SENTENCE: Final = re.compile(r"(.+?[.!?])(?:\s|$)")
 _local = threading.local()
 
 
@@ -169,6 +170,7 @@ def _finish(
     module_id: str | None = None
     line_pos, line_no = 0, 1  # a cursor: pieces come (almost always) in file order
     sha256 = hashlib.sha256
+    notes: dict[int, str] = {}  # synthetic class piece -> first sentence of its docstring
     prefix = f"{path}\0".encode()
     for p in pieces:
         a, b = p.start, p.end
@@ -206,7 +208,10 @@ def _finish(
         if p.defn is not None:
             signature = signature_text(src, p.defn)
             docstring = _docstring(p.defn, p.comments, rules)
-        embed = _header(p, path) + "\n" + text
+        note = notes.get(id(p.parent)) if isinstance(p.parent, Piece) else None
+        if synthetic and docstring:
+            notes[id(p)] = _summary(docstring)
+        embed = _header(p, path, note) + "\n" + text
         rows.append((p, cid, line_no, end_line, a, b, text, chash, signature, docstring, embed))
     counter = count_tokens
     if counter is None:
@@ -261,8 +266,19 @@ def _resolve(parent: Piece | Anchor | None, ids: dict[int, str | None]) -> str |
     return None
 
 
-def _header(p: Piece, path: str) -> str:
-    """The context header in words: ``method load in class DataLoader in file src/x.py``."""
+def _summary(doc: str) -> str:
+    """The first sentence of a docstring, at most 16 words."""
+    text = " ".join(doc.split())
+    m = _SENTENCE.match(text)
+    words = (m.group(1) if m else text).split()
+    return " ".join(words[:16]) + (" …" if len(words) > 16 else "")
+
+
+def _header(p: Piece, path: str, note: str | None = None) -> str:
+    """The context header in words: ``method load in class DataLoader in file src/x.py``.
+
+    ``note`` (the first sentence of the enclosing class's docstring) follows the class.
+    """
     words: list[str] = []
     if p.kind in ("section", "key", "table") and p.symbol:
         words.append(f"{p.kind} {p.symbol}")
@@ -283,6 +299,9 @@ def _header(p: Piece, path: str) -> str:
         for kind, scope_name, _ in reversed(p.scope[-4:]):
             if kind and scope_name:
                 words.append(f"in {kind} {scope_name}")
+                if note:
+                    words.append(f"({note})")
+                    note = None
     words.append(f"in file {path}")
     return " ".join(words)
 
