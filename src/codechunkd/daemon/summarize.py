@@ -13,8 +13,10 @@ configured model, or its ``summary_of`` is not its ``content_hash``.  A run:
    content hash, until the run's or the day's budget (chunks, estimated
    tokens) would be exceeded; answers are cleaned and cached;
 4. writes every row it has a summary for, in one ``merge_insert`` commit of
-   just ``summary``, ``summary_source``, ``summary_of`` and ``fts_text``
-   (a row whose content changed meanwhile is left alone).
+   just ``summary``, ``summary_source``, ``summary_of`` and ``fts_text``.
+   The rows are read on the writer right before, so none can change in
+   between.  (No ``where`` on the update: with a BTREE index on ``id``,
+   LanceDB 0.40 panics on a conditional subset-column ``merge_insert``.)
 
 An unreachable endpoint ends the run (nothing else is sent) and puts the
 summarizer in back-off: later runs return at once until it expires, doubling
@@ -242,13 +244,23 @@ class Summarizer:
         self.last_backlog = n
         return n
 
-    def stale(self, store: IndexStore | None = None) -> list[dict[str, Any]]:
-        """Stale rows (id, content_hash, indexed_at), most recently indexed first."""
-        rows = (store or self.reader).select(
-            self.stale_filter(), ["id", "content_hash", "indexed_at", "token_count"]
+    def stale(self, store: IndexStore | None = None) -> list[dict[str, str]]:
+        """Stale rows (``id``, ``content_hash``), most recently indexed first."""
+        store = store or self.reader
+        if not store.has_chunks():
+            return []
+        table = (
+            store.chunks_table()
+            .search()
+            .where(self.stale_filter())
+            .select(["id", "content_hash", "indexed_at"])
+            .limit(None)
+            .to_arrow()
+            .sort_by([("indexed_at", "descending"), ("id", "descending")])
         )
-        rows.sort(key=lambda r: (r["indexed_at"], r["id"]), reverse=True)
-        return rows
+        ids = table.column("id").to_pylist()
+        hashes = table.column("content_hash").to_pylist()
+        return [{"id": i, "content_hash": h} for i, h in zip(ids, hashes, strict=True)]
 
     # -- one run ----------------------------------------------------------------
 
@@ -335,12 +347,7 @@ class Summarizer:
             }
         )
         try:
-            (
-                self.store.chunks_table()
-                .merge_insert("id")
-                .when_matched_update_all(where="target.content_hash = source.summary_of")
-                .execute(table)
-            )
+            (self.store.chunks_table().merge_insert("id").when_matched_update_all().execute(table))
         except Exception as exc:
             raise StoreError(f"writing {len(full)} summaries failed: {exc}") from exc
         return len(full)
