@@ -83,10 +83,12 @@ def test_python_definitions_are_chunks(count_tokens: CountTokens, check: Checker
     assert load.content.startswith("# Loads things.\n@functools.cache\ndef load(")
     assert load.signature == 'def load(path,\n         mode="r")'
     assert load.docstring == "Load a file.\n\nMore words."
-    assert load.embed_text.startswith("function load in file src/pkg/loader.py\n# Loads things.")
+    assert load.embed_text.startswith(
+        "function load in file src/pkg/loader.py (Module doc.)\n# Loads things."
+    )
     size = by_symbol["DataLoader.size"]
     assert size.embed_text.splitlines()[0] == (
-        "method size in class DataLoader (Loads data.) in file src/pkg/loader.py"
+        "method size in class DataLoader (Loads data.) in file src/pkg/loader.py (Module doc.)"
     )
     assert size.content.startswith("@property\n    def size(self):")
 

@@ -58,7 +58,7 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "content_hash"]
 CountTokens = Callable[[Sequence[str]], list[int]]
 
 #: Bump when chunk boundaries or embed texts change: indexed rows are rebuilt.
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 
 
 def content_hash(text: str) -> ContentHash:
@@ -141,6 +141,7 @@ def chunk(
         return []
     budget = max(1, settings.budget)
     rules = rules_for(lang)
+    module_note = ""
     if lang == TEXT or not has_grammar(lang):
         lang = TEXT if lang != TEXT and not has_grammar(lang) else lang
         pieces = split_text(source, budget)
@@ -152,7 +153,21 @@ def chunk(
             splitter = CodeSplitter(source, rules, budget, merge_siblings=settings.merge_siblings)
             kind = "section" if lang == "markdown" else "module"
             pieces = splitter.split_tree(tree.root_node, kind=kind)
-    return _finish(path, source, lang, rules, pieces, count_tokens)
+            if rules.python_docstrings:
+                module_note = _module_summary(tree.root_node)
+    return _finish(path, source, lang, rules, pieces, count_tokens, module_note)
+
+
+def _module_summary(root: Node) -> str:
+    """First sentence of a Python module's docstring, or ``""``."""
+    if not root.named_child_count:
+        return ""
+    first = root.named_children[0]
+    if first.type == "expression_statement" and first.named_child_count:
+        first = first.named_children[0]
+    if first.type != "string":
+        return ""
+    return _summary(_clean_string((first.text or b"").decode("utf-8", "replace")))
 
 
 def _finish(
@@ -162,6 +177,7 @@ def _finish(
     rules: Rules,
     pieces: list[Piece],
     count_tokens: CountTokens | None,
+    module_note: str = "",
 ) -> list[Chunk]:
     """Trim the pieces, give them text, lines, ids and context headers, count their tokens."""
     ids: dict[int, str | None] = {}
@@ -211,7 +227,7 @@ def _finish(
         note = notes.get(id(p.parent)) if isinstance(p.parent, Piece) else None
         if synthetic and docstring:
             notes[id(p)] = _summary(docstring)
-        embed = _header(p, path, note) + "\n" + text
+        embed = _header(p, path, note, module_note) + "\n" + text
         rows.append((p, cid, line_no, end_line, a, b, text, chash, signature, docstring, embed))
     counter = count_tokens
     if counter is None:
@@ -274,10 +290,11 @@ def _summary(doc: str) -> str:
     return " ".join(words[:16]) + (" …" if len(words) > 16 else "")
 
 
-def _header(p: Piece, path: str, note: str | None = None) -> str:
+def _header(p: Piece, path: str, note: str | None = None, module_note: str = "") -> str:
     """The context header in words: ``method load in class DataLoader in file src/x.py``.
 
-    ``note`` (the first sentence of the enclosing class's docstring) follows the class.
+    ``note`` (the first sentence of the enclosing class's docstring) follows the class,
+    ``module_note`` (the module docstring's) the file.
     """
     words: list[str] = []
     if p.kind in ("section", "key", "table") and p.symbol:
@@ -303,6 +320,8 @@ def _header(p: Piece, path: str, note: str | None = None) -> str:
                     words.append(f"({note})")
                     note = None
     words.append(f"in file {path}")
+    if module_note:
+        words.append(f"({module_note})")
     return " ".join(words)
 
 
