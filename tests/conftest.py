@@ -41,6 +41,9 @@ def _isolated_home(
     (home / "run").chmod(0o700)
     for key in [k for k in os.environ if k.startswith("CODECHUNKD_")]:
         monkeypatch.delenv(key)
+    # one ONNX export per test session, shared by every test and the processes they start
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    monkeypatch.setenv("CODECHUNKD_EMBEDDING_ONNX_DIR", str(onnx_dir))
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
@@ -117,12 +120,13 @@ def settings(index_dir: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def embedder():  # type: ignore[no-untyped-def]
-    """The real bundled model, loaded once per test session."""
+def embedder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The real bundled model on the default backend, loaded once per test session."""
     from codechunkd.config.settings import EmbeddingSettings
     from codechunkd.indexer.embedder import make_embedder
 
-    return make_embedder(EmbeddingSettings())
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    return make_embedder(EmbeddingSettings(onnx_dir=str(onnx_dir)))
 
 
 class Indexer:

@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale", action="store_true", help="flag hits whose file changed on disk")
     _common(p)
 
+    p = sub.add_parser("model", help="manage the embedding model")
+    model_sub = p.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    p = model_sub.add_parser(
+        "export", help="export the configured model to ONNX now (otherwise done at first use)"
+    )
+    p.add_argument("--force", action="store_true", help="export again even when cached")
+    _common(p)
+
     p = sub.add_parser(
         "verify", help="compare the index with a fresh chunking of the source (exit 1 on mismatch)"
     )
@@ -232,6 +240,24 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
         f"  skipped: {skipped}\n"
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from codechunkd.indexer.onnx_export import export_model
+
+    settings = _settings(args)
+    started = time.monotonic()
+    path = export_model(settings.embedding, force=args.force)
+    doc = {
+        "model": settings.embedding.model,
+        "onnx": str(path),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    if args.json:
+        _print_json(doc)
+    else:
+        print(f"exported {doc['model']} to {doc['onnx']} in {doc['seconds']} s")
+    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -436,9 +462,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     out = _status_via_daemon(paths)
     only = str(Path(args.path).resolve()) if args.path else None
     if "sources" not in out:  # no daemon answered: the indexed state from state.json
-        from codechunkd.storage.store import read_state_file
-
-        doc = read_state_file(paths.state_file) or {"sources": []}
+        try:  # read here, not with storage.store: importing pyarrow costs ~0.4 s
+            doc = json.loads(paths.state_file.read_text())
+        except (OSError, ValueError):
+            doc = {"sources": []}
         sources: list[dict[str, Any]] = []
         for s in doc.get("sources", []):
             head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
@@ -568,6 +595,7 @@ COMMANDS = {
     "status": cmd_status,
     "summarize": cmd_summarize,
     "verify": cmd_verify,
+    "model": cmd_model,
     "run": cmd_run,
     "add": cmd_add,
     "remove": cmd_remove,
@@ -577,9 +605,10 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    from codechunkd import logs
+    if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
+        from codechunkd import logs
 
-    logs.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
+        logs.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         code = COMMANDS[args.command](args)
     except CodechunkdError as exc:

@@ -53,9 +53,10 @@ class IndexSettings:
 class EmbeddingSettings:
     model: str = BUNDLED_MODEL
     """A sentence-transformers model name or local path; the default ships with the package."""
-    backend: str = "torch"
-    """How vectors are computed: ``torch`` (sentence-transformers), ``onnx`` (onnxruntime, no
-    torch at run time; the model is exported once and cached) or ``remote`` (an
+    backend: str = "onnx"
+    """How vectors are computed: ``onnx`` (onnxruntime, no torch at run time; the model is
+    exported once, in a child process, and cached; same vectors as torch, measured faster and
+    starting ~9x sooner), ``torch`` (sentence-transformers) or ``remote`` (an
     OpenAI-compatible ``/v1/embeddings`` server)."""
     device: str = "cpu"
     """Torch device for the ``torch`` backend (``cpu``, ``cuda``, ``mps``)."""
@@ -64,7 +65,7 @@ class EmbeddingSettings:
     max_seq_length: int = 256
     """Tokens the model reads of each text; the rest of a long chunk is not embedded (counted)."""
     threads: int = 1
-    """CPU threads for inference (1 was measured faster than 2 on a 2-core VM)."""
+    """CPU threads for inference, torch and onnx (1 was measured faster than 2 on a 2-core VM)."""
     cache_size: int = 500_000
     """Embeddings kept in the content-addressed cache (least recently used are evicted)."""
     onnx_dir: str = ""
