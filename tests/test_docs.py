@@ -1,0 +1,46 @@
+"""Every command answers --help and is documented in the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codechunkd.cli import COMMANDS, build_parser, main
+
+README = (Path(__file__).parents[1] / "README.md").read_text()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_commands_are_documented(command: str) -> None:
+    assert f"codechunkd {command}" in README
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_commands_have_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [command, "export", "--help"] if command == "model" else [command, "--help"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0
+    assert "usage: codechunkd" in capsys.readouterr().out
+
+
+def test_parser_knows_every_command() -> None:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS)  # type: ignore[arg-type]
+
+
+def test_help_does_not_import_torch_or_lancedb() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from codechunkd.cli import main\n"
+        "try:\n    main(['status', '--help'])\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = ('torch', 'lancedb', 'sentence_transformers')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("[]")
