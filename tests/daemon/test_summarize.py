@@ -249,6 +249,14 @@ def test_editing_one_function_makes_exactly_it_stale(
     run = s.run_once()
 
     assert (run.stale, run.requested, run.written, run.backlog) == (1, 1, 1, 0)
+    s.run_once()  # an idle run: last_run shows it, last_active_run the replacement
+    status = s.status(refresh=True)
+    assert (
+        status["last_run"]["written"],
+        status["backlog"],
+        status["last_active_run"]["written"],
+        status["last_active_run"]["backlog"],
+    ) == (0, 0, 1, 0)
     assert sent + 1 == chat.requests
     assert "Chunk: function parse_config" in chat.seen[-1].prompt
     new = rows(indexer)
@@ -388,6 +396,7 @@ def test_failures_back_off_and_keep_the_stale_count_honest(
     assert chat.requests == 1
     waiting = s.run_once()
     assert (waiting.stopped_by, waiting.backlog, chat.requests) == ("backoff", N, 1)
+    assert s.status()["last_run"]["stopped_by"] == "endpoint_unavailable"  # still on show
     make.clock.now += 61  # type: ignore[attr-defined]
     done = s.run_once()
     assert (done.written, done.backlog, done.stopped_by) == (N, 0, None)

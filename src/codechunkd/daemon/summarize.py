@@ -211,6 +211,9 @@ class Summarizer:
         self.model = self.settings.model
         self.source_tag = llm_source(self.model)
         self.last_run: SummaryRun | None = None
+        """The last run that was not skipped for back-off."""
+        self.last_active_run: SummaryRun | None = None
+        """The last run that sent a request or wrote a row."""
         self.last_backlog: int | None = None
         self.consecutive_failures = 0
         self.retry_at: float | None = None
@@ -274,11 +277,15 @@ class Summarizer:
     def finish(self, run: SummaryRun) -> SummaryRun:
         """The writer's half of a run: write what the cache holds, count the backlog, record."""
         started = time.monotonic()
-        if run.stopped_by != "backoff":
-            run.written = self.apply()
+        if run.stopped_by == "backoff":  # nothing was tried: the last real run stays on show
+            run.backlog = self.backlog()
+            return run
+        run.written = self.apply()
         run.backlog = self.backlog()
         run.seconds += time.monotonic() - started
         self.last_run = run
+        if run.requested or run.written:
+            self.last_active_run = run
         fields = {k: v for k, v in run.as_dict().items() if k != "planned"}
         idle = not (run.stale or run.written or run.requested or run.stopped_by)
         (log.debug if idle else log.info)("summaries_run", **fields)
@@ -517,6 +524,7 @@ class Summarizer:
             "source": self.source_tag if self.enabled else None,
             "backlog": self.last_backlog,
             "last_run": self.last_run.as_dict() if self.last_run else None,
+            "last_active_run": self.last_active_run.as_dict() if self.last_active_run else None,
             "today": {
                 "chunks": day.chunks,
                 "tokens": day.tokens,
