@@ -24,6 +24,11 @@
   not counted), so indentation style does not change chunk boundaries.
 - **Coverage**: every byte of the file that is not ASCII whitespace lies in
   exactly one non-synthetic chunk, and ``content == source[start_byte:end_byte]``.
+- **Context**: ``embed_text`` is a header in words, then the content:
+  ``method load in class DataLoader (Loads batches.) in file src/x.py (Data access.)``
+  -- kind, name, enclosing scopes, file, and for Python the first sentence of the
+  enclosing class's and module's docstrings (measured by ``bench/retrieval.py``:
+  they help dense and BM25 retrieval of per-definition chunks).
 - **Prose and data**: Markdown and reStructuredText by heading sections (the
   heading path is the symbol, ``Install > Linux``); JSON, YAML and TOML by
   keys and tables, recursively, merged up to the budget; plain text by
