@@ -129,8 +129,9 @@ class IndexStore:
         state_file: Path | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        import lancedb
+        from codechunkd.storage._lancedb import import_lancedb
 
+        lancedb = import_lancedb()
         self.uri = uri
         self.state_file = state_file
         if is_local(uri):
