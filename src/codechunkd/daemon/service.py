@@ -284,10 +284,10 @@ class Service:
 
     def main_loop(self) -> None:
         while not self.should_exit:
+            self._wake.clear()  # before the tick: a wake-up during it is not lost
             self.tick()
             interval = self.notifier.watchdog_interval
             self._wake.wait(min(interval, 5.0) if interval else 5.0)
-            self._wake.clear()
 
     def tick(self) -> None:
         """One turn of the main loop: reloads, readiness, retries, systemd."""
