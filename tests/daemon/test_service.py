@@ -169,3 +169,53 @@ def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
         assert chat.requests >= 1
     assert not errors, errors
     assert code == 0
+
+
+@pytest.mark.slow
+def test_watch_limit_degrades_and_periodic_reconcile_keeps_it_fresh(
+    repo: Repo, index_dir: Path
+) -> None:
+    """Short of watches: status says degraded (exit 11) and edits still arrive by reconcile."""
+    from codechunkd.daemon.status import EXIT_DEGRADED, exit_code
+
+    repo.write("app.py", "def first_version():\n    return 'one'\n")
+    for i in range(12):
+        repo.write(f"pkg{i}/mod.py", f"X{i} = {i}\n")
+    repo.commit("init")
+    env = {
+        "CODECHUNKD_DAEMON_NICE": "0",
+        "CODECHUNKD_DAEMON_MAX_WATCHES": "8",
+        "CODECHUNKD_DAEMON_DEGRADED_RECONCILE_S": "1",
+    }
+    settings = load_settings(env=env, overrides={"index.dir": str(index_dir)})
+    service = Service(settings, specs=[SourceSpec.parse(str(repo.path))])
+    errors: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            sock = wait_for(lambda: service.ready.is_set() and service.paths.socket, "ready")
+            doc = request(sock, {"cmd": "status"})
+            assert doc["daemon"]["state"] == "degraded"
+            assert exit_code(doc) == EXIT_DEGRADED
+            assert "fs.inotify.max_user_watches" in doc["sources"][0]["watcher"]["degraded"]
+            repo.write("app.py", "def second_version():\n    return 'two_lynx'\n")
+            wait_for(
+                lambda: any(
+                    "two_lynx" in h["content"]
+                    for h in request(sock, {"cmd": "search", "query": "second version", "k": 30})[
+                        "hits"
+                    ]
+                ),
+                "the edit indexed by the periodic reconcile",
+            )
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    code = service.run()
+    driver.join(timeout=30)
+    assert not errors, errors
+    assert code == 0
