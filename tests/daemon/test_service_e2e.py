@@ -156,6 +156,11 @@ def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     )
 
 
+def main_source(d: Daemon) -> dict[str, Any]:
+    """The status of the test's main repository (the one named `repo`)."""
+    return next(s for s in d.status()["sources"] if s["repo"].endswith("/repo"))
+
+
 def storm_branch(repo: Repo, n: int) -> None:
     """A branch adding `n` binary files (no embedding needed) and two code files."""
     repo.git("checkout", "-q", "-b", "storm")
@@ -203,6 +208,15 @@ def test_daemon_follows_edits_git_and_restarts(
     assert any(h["path"] == "app.py" for h in json.loads(found.stdout))
     assert time.monotonic() - t0 < 5.0
 
+    # `codechunkd add` reaches the running daemon: the new source is followed at once
+    other = Repo(tmp_path / "other")
+    other.write("tool.py", "def other_tool_pangolin():\n    return 'pangolin'\n")
+    other.commit("init")
+    added = cli("add", str(other.path), "--index-dir", str(index_dir))
+    assert "the running daemon follows" in added.stdout, added
+    d.searchable("pangolin", "tool.py", "pangolin")
+    assert len(d.status()["sources"]) == 2
+
     # an edit, a new file, a delete, a rename, an editor-style atomic save
     repo.write("app.py", "def handle_request():\n    return 'bravo_marker'\n")
     d.searchable("handle request", "app.py", "bravo_marker")
@@ -223,7 +237,7 @@ def test_daemon_follows_edits_git_and_restarts(
     # a commit, then a checkout of another branch and back
     commit = repo.commit("work")
     wait_for(
-        lambda: (s := d.status()["sources"][0])["commit"] == commit and s["fresh"],
+        lambda: (s := main_source(d))["commit"] == commit and s["fresh"],
         "the commit indexed",
     )
     repo.git("checkout", "-q", "feature")
@@ -240,17 +254,17 @@ def test_daemon_follows_edits_git_and_restarts(
     storm = repo.head()
     d.searchable("quokka", "gen/storm_marker.py", "quokka", timeout=60)
     wait_for(
-        lambda: (s := d.status()["sources"][0])["commit"] == storm and s["fresh"],
+        lambda: (s := main_source(d))["commit"] == storm and s["fresh"],
         "the storm branch indexed",
         timeout=60,
     )
     texts = [f for f in repo.git("ls-files").splitlines() if not f.endswith(".bin")]
-    assert d.status()["sources"][0]["files"] == len(texts)  # binaries are counted skips
+    assert main_source(d)["files"] == len(texts)  # binaries are counted skips
     repo.git("checkout", "-q", "main")
     d.gone("gen/storm_marker.py", timeout=60)
     wait_for(lambda: d.status()["daemon"]["state"] == "ready", "ready after the storm")
     texts = [f for f in repo.git("ls-files").splitlines() if not f.endswith(".bin")]
-    assert d.status()["sources"][0]["files"] == len(texts)
+    assert main_source(d)["files"] == len(texts)
     syncs = d.events("sync_done")[before:]
     assert len(syncs) <= 8, [(s["trigger"], s["added"], s["deleted"]) for s in syncs]
 
@@ -279,10 +293,11 @@ def test_daemon_follows_edits_git_and_restarts(
     # SIGINT during a long batch: abandoned after the deadline, exit 0, redone next start
     for i in range(150):
         repo.write(f"bulk/m{i}.py", f"def bulk_function_{i}(x):\n    return x * {i} + {i * i}\n")
-    wait_for(lambda: d2.status()["sources"][0]["busy_s"] > 0, "a batch running")
+    wait_for(lambda: main_source(d2)["busy_s"] > 0, "a batch running")
     t0 = time.monotonic()
     assert d2.stop(signal.SIGINT) == 0
     assert time.monotonic() - t0 < 10
     assert d2.events("batch_abandoned")
     doc = json.loads(cli("status", "--json", "--index-dir", str(index_dir)).stdout)
-    assert doc["sources"][0]["pending"], "the interrupted source is marked for repair"
+    ours = next(x for x in doc["sources"] if x["repo"] == str(repo.path.resolve()))
+    assert ours["pending"], "the interrupted source is marked for repair"
