@@ -220,3 +220,23 @@ def test_other_model_is_a_clear_error(repo: Repo, indexer: Indexer, settings) ->
     indexer.sync(repo.path)
     with pytest.raises(ModelMismatch, match="all-MiniLM"):
         indexer.store.check_model("other-model", 768)
+
+
+def test_many_small_batches_are_prepared_ahead_and_all_land(
+    repo: Repo, tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """With batches of 2 files the reading/chunking thread runs ahead; every file lands once."""
+    from codechunkd.daemon.verify import verify
+    from codechunkd.indexer.changes import GitSource
+
+    settings = load_settings(
+        env={"CODECHUNKD_INDEX_BATCH_FILES": "2"}, overrides={"index.dir": str(tmp_path / "ix")}
+    )
+    ix = Indexer(settings, embedder)
+    for i in range(9):
+        repo.write(f"m{i}.py", f"def f{i}(x):\n    return x + {i}\n")
+    repo.commit()
+    report = ix.sync(repo.path)
+    assert report.added == 9 and report.chunks == len(ix.rows())
+    assert verify(settings, ix.store, GitSource(repo.path)).ok
+    ix.close()

@@ -9,10 +9,13 @@ every file against the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import queue
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import zip_longest
@@ -321,10 +324,11 @@ class Syncer:
         done = 0
         batches = [todo[i : i + size] for i in range(0, len(todo), size)]
         removals = [deletes[i : i + size] for i in range(0, len(deletes), size)]
-        for batch, dels in zip_longest(batches, removals, fillvalue=()):
+        empty: Sequence[Any] = ()
+        work = list(zip_longest(batches, removals, fillvalue=empty))
+        for (batch, dels), read, prepare_s in self._prepared(git, work, report):
             t0 = time.monotonic()
             embedded_before, reused_before = report.embedded, report.reused
-            read = [self._index_file(git, v, report) for v in batch]
             ready = self._embed(read, report)
             t1 = time.monotonic()
             self.store.write_batch(
@@ -341,11 +345,60 @@ class Syncer:
                 chunks=written,
                 embedded=report.embedded - embedded_before,
                 reused=report.reused - reused_before,
-                prepare_ms=round((t1 - t0) * 1000),
+                prepare_ms=round(prepare_s * 1000),
+                embed_ms=round((t1 - t0) * 1000),
                 write_ms=round((time.monotonic() - t1) * 1000),
             )
             if progress:
                 progress(done, total, report.chunks)
+
+    def _prepared(
+        self,
+        git: GitSource,
+        work: Sequence[tuple[Sequence[FileVersion], Sequence[str]]],
+        report: SyncReport,
+    ) -> Iterator[tuple[tuple[Sequence[FileVersion], Sequence[str]], list[Chunked], float]]:
+        """Batches read and chunked one ahead, on another thread, while this one embeds.
+
+        The queue holds one prepared batch: memory stays bounded by two batches
+        whatever the size of the change, and the embedder (the bottleneck) never
+        waits for reading or parsing.
+        """
+        if len(work) <= 1:  # nothing to overlap with
+            for only in work:
+                t0 = time.monotonic()
+                read = [self._index_file(git, v, report) for v in only[0]]
+                yield only, read, time.monotonic() - t0
+            return
+        out: queue.Queue[tuple[int, list[Chunked], float] | BaseException] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for i, (batch, _) in enumerate(work):
+                    if stop.is_set():
+                        return
+                    t0 = time.monotonic()
+                    read = [self._index_file(git, v, report) for v in batch]
+                    out.put((i, read, time.monotonic() - t0))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
+                out.put(exc)
+
+        # daemon: a process that abandons a batch at shutdown must not wait for this thread
+        producer = threading.Thread(target=produce, name="sync-prepare", daemon=True)
+        producer.start()
+        try:
+            for _ in work:
+                got = out.get()
+                if isinstance(got, BaseException):
+                    raise got
+                i, read, seconds = got
+                yield work[i], read, seconds
+        finally:
+            stop.set()
+            while producer.is_alive():  # unblock a producer waiting on a full queue
+                with contextlib.suppress(queue.Empty):
+                    out.get(timeout=0.05)
 
     # -- one file -------------------------------------------------------------
 
