@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import structlog
 
-from codechunkd import __version__
 from codechunkd.config.settings import Settings
 from codechunkd.daemon.control import (
     ControlServer,
@@ -49,7 +48,7 @@ from codechunkd.daemon.control import (
 from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Pending, Work
 from codechunkd.daemon.jobs import Upkeep
 from codechunkd.daemon.lock import WriterLock
-from codechunkd.daemon.status import daemon_state, source_state
+from codechunkd.daemon.status import build_status, status_line
 from codechunkd.daemon.summarize import Summarizer, SummaryRun, open_summarizer
 from codechunkd.daemon.sync import Syncer
 from codechunkd.daemon.systemd import Notifier
@@ -59,7 +58,7 @@ from codechunkd.indexer.changes import GitSource
 from codechunkd.indexer.embedder import Embedder, Vectors, make_embedder
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import IndexStore, read_state_file
+from codechunkd.storage.store import IndexStore
 
 log = structlog.get_logger("codechunkd.daemon")
 
@@ -186,8 +185,8 @@ class Service:
         self.ready = threading.Event()
         self._ready_sent = False
         self._wake = threading.Event()
-        self._started_at = clock()
-        self._started_wall = datetime.now(UTC)
+        self.started_at = clock()
+        self.started_wall = datetime.now(UTC)
         self._size: tuple[float, int | None] = (-1e9, None)
         self._next_settings: Settings | None = None
         self._batches = 0
@@ -297,7 +296,7 @@ class Service:
         if self.ready.is_set() and not self._ready_sent:
             self._ready_sent = True
             self.notifier.ready(self.status_line())
-            log.info("daemon_ready", seconds=round(self.clock() - self._started_at, 2))
+            log.info("daemon_ready", seconds=round(self.clock() - self.started_at, 2))
             if self.upkeep is not None:
                 self.upkeep.run_soon("summaries")  # the backlog of the first reconcile
         now = self.clock()
@@ -307,7 +306,7 @@ class Service:
                 self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
         if self._ready_sent:
             self.notifier.status(self.status_line())
-        if self.notifier.watchdog_interval and self._writer_healthy():
+        if self.notifier.watchdog_interval and self.writer_healthy():
             self.notifier.ping()
 
     def shutdown(self) -> bool:
@@ -588,7 +587,7 @@ class Service:
     def _progress(self, _files: int, _total: int, _chunks: int) -> None:
         self._progress_at = self.clock()
 
-    def _stuck_s(self, rt: SourceRuntime, now: float) -> float:
+    def stuck_s(self, rt: SourceRuntime, now: float) -> float:
         """Seconds the running sync of ``rt`` has made no progress (a table commit or an
         embedded slice); 0 when idle.  A long cold index is busy, not stalled."""
         if rt.busy_since is None:
@@ -596,14 +595,14 @@ class Service:
         last = max(self._progress_at, self.embedder.last_used if self.embedder else 0.0)
         return max(0.0, now - max(last, rt.busy_since))
 
-    def _writer_healthy(self) -> bool:
+    def writer_healthy(self) -> bool:
         if self.writer is None or not self.writer.is_alive():
             return False
         stall = self.settings.daemon.stall_after_s
         now = self.clock()
-        return all(self._stuck_s(rt, now) < stall for rt in self.sources.values())
+        return all(self.stuck_s(rt, now) < stall for rt in self.sources.values())
 
-    def _index_bytes(self) -> int | None:
+    def index_bytes(self) -> int | None:
         at, size = self._size
         now = self.clock()
         if now - at > 60 and self.store is not None:
@@ -615,107 +614,10 @@ class Service:
         return size
 
     def status(self) -> dict[str, Any]:
-        now = self.clock()
-        stall = self.settings.daemon.stall_after_s
-        doc = read_state_file(self.paths.state_file) or {}
-        stored = {s.get("source"): s for s in doc.get("sources", [])}
-        sources: list[dict[str, Any]] = []
-        for rt in list(self.sources.values()):
-            src = rt.git.source
-            s: dict[str, Any] = dict(
-                stored.get(src.id)
-                or {
-                    "source": src.id,
-                    "kind": str(src.kind),
-                    "repo": src.repo,
-                    "git_dir": src.git_dir,
-                    "ref": src.ref,
-                    "branch": None,
-                    "commit": None,
-                    "dirty": {},
-                    "pending": None,
-                    "files": 0,
-                    "chunks": 0,
-                    "updated_at": None,
-                }
-            )
-            try:
-                head = GitSource(rt.spec.path, ref=rt.spec.ref).head()
-                s["head"], s["head_branch"] = head.commit, head.branch
-            except CodechunkdError:
-                s["head"], s["head_branch"] = None, "?"
-            npaths, level, first = self.queue.pending(rt.id)
-            s["fresh"] = bool(rt.synced and s["head"] == s["commit"] and not s["pending"])
-            s["pending_paths"] = npaths
-            s["pending_level"] = level.name.lower() if level is not None else None
-            s["waiting_s"] = round(now - first, 3) if first is not None else 0.0
-            s["busy_s"] = round(now - rt.busy_since, 3) if rt.busy_since is not None else 0.0
-            s["stuck_s"] = round(self._stuck_s(rt, now), 3)
-            s["last_batch"] = (
-                dict(rt.last_batch, ago_s=round(now - (rt.last_batch_at or now), 3))
-                if rt.last_batch
-                else None
-            )
-            s["errors"] = rt.errors
-            s["consecutive_failures"] = rt.consecutive_failures
-            s["last_error"] = rt.last_error
-            s["watcher"] = rt.watch.health() if rt.watch is not None else None
-            s["state"] = source_state(s, stall_after=stall)
-            sources.append(s)
-        state = daemon_state(s["state"] for s in sources)
-        if not self.ready.is_set() and state == "ready":
-            state = "indexing"
-        if not self._writer_healthy():
-            state = "stalled"
-        cache = self.cache.stats() if self.cache is not None else None
-        return {
-            "daemon": {
-                "state": state,
-                "pid": os.getpid(),
-                "version": __version__,
-                "started_at": self._started_wall.isoformat(),
-                "uptime_s": round(now - self._started_at, 1),
-                "model_loaded": bool(self.embedder and self.embedder.loaded),
-                "cache": {
-                    "hits": cache.hits,
-                    "misses": cache.misses,
-                    "entries": cache.entries,
-                    "hit_rate": round(cache.hit_rate, 4),
-                }
-                if cache
-                else None,
-                "watcher": self.watcher.health() if self.watcher else None,
-                "jobs": self.upkeep.as_dict() if self.upkeep else {},
-                "summary_backlog": self.summarizer.last_backlog if self.summarizer else None,
-                "summaries": self.summarizer.status() if self.summarizer else None,
-                "socket": str(self.paths.socket),
-            },
-            "index": self.paths.uri,
-            "index_bytes": self._index_bytes(),
-            "sources": sources,
-        }
+        return build_status(self)
 
     def status_line(self) -> str:
-        """The one-line state for systemd, from memory only (no git, no index reads)."""
-        now = self.clock()
-        stall = self.settings.daemon.stall_after_s
-        states, pending = [], 0
-        for rt in list(self.sources.values()):
-            npaths, level, first = self.queue.pending(rt.id)
-            pending += npaths
-            doc = {
-                "fresh": rt.synced,
-                "pending_paths": npaths,
-                "pending_level": level,
-                "waiting_s": now - first if first is not None else 0.0,
-                "busy_s": now - rt.busy_since if rt.busy_since is not None else 0.0,
-                "stuck_s": self._stuck_s(rt, now),
-                "consecutive_failures": rt.consecutive_failures,
-                "watcher": rt.watch.health() if rt.watch is not None else None,
-            }
-            states.append(source_state(doc, stall_after=stall))
-        state = daemon_state(states) if self._writer_healthy() else "stalled"
-        return f"{state}: {len(states)} source(s), {pending} path(s) pending"
+        return status_line(self)
 
     def search(self, req: Mapping[str, Any]) -> dict[str, Any]:
         """``Index.search`` with the warm model; the request carries the CLI's options."""

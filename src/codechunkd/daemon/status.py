@@ -23,8 +23,12 @@ degraded, nothing indexed, stale.  Importing this module costs nothing
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codechunkd.daemon.service import Service
 
 EXIT_FRESH = 0
 EXIT_STALE = 10
@@ -142,3 +146,117 @@ def render_text(doc: Mapping[str, Any]) -> str:
             if s.get("errors"):
                 lines.append(f"    errors: {s['errors']}, last: {s.get('last_error')}")
     return "\n".join(lines)
+
+
+# -- built by the daemon (imports stay inside: the CLI imports this module) -----------
+
+
+def build_status(service: Service) -> dict[str, Any]:
+    """The daemon's status document (the control socket's ``status``)."""
+    from codechunkd import __version__
+    from codechunkd.errors import CodechunkdError
+    from codechunkd.indexer.changes import GitSource
+    from codechunkd.storage.store import read_state_file
+
+    now = service.clock()
+    stall = service.settings.daemon.stall_after_s
+    doc = read_state_file(service.paths.state_file) or {}
+    stored = {s.get("source"): s for s in doc.get("sources", [])}
+    sources: list[dict[str, Any]] = []
+    for rt in list(service.sources.values()):
+        src = rt.git.source
+        s: dict[str, Any] = dict(
+            stored.get(src.id)
+            or {
+                "source": src.id,
+                "kind": str(src.kind),
+                "repo": src.repo,
+                "git_dir": src.git_dir,
+                "ref": src.ref,
+                "branch": None,
+                "commit": None,
+                "dirty": {},
+                "pending": None,
+                "files": 0,
+                "chunks": 0,
+                "updated_at": None,
+            }
+        )
+        try:
+            head = GitSource(rt.spec.path, ref=rt.spec.ref).head()
+            s["head"], s["head_branch"] = head.commit, head.branch
+        except CodechunkdError:
+            s["head"], s["head_branch"] = None, "?"
+        npaths, level, first = service.queue.pending(rt.id)
+        s["fresh"] = bool(rt.synced and s["head"] == s["commit"] and not s["pending"])
+        s["pending_paths"] = npaths
+        s["pending_level"] = level.name.lower() if level is not None else None
+        s["waiting_s"] = round(now - first, 3) if first is not None else 0.0
+        s["busy_s"] = round(now - rt.busy_since, 3) if rt.busy_since is not None else 0.0
+        s["stuck_s"] = round(service.stuck_s(rt, now), 3)
+        s["last_batch"] = (
+            dict(rt.last_batch, ago_s=round(now - (rt.last_batch_at or now), 3))
+            if rt.last_batch
+            else None
+        )
+        s["errors"] = rt.errors
+        s["consecutive_failures"] = rt.consecutive_failures
+        s["last_error"] = rt.last_error
+        s["watcher"] = rt.watch.health() if rt.watch is not None else None
+        s["state"] = source_state(s, stall_after=stall)
+        sources.append(s)
+    state = daemon_state(s["state"] for s in sources)
+    if not service.ready.is_set() and state == "ready":
+        state = "indexing"
+    if not service.writer_healthy():
+        state = "stalled"
+    cache = service.cache.stats() if service.cache is not None else None
+    return {
+        "daemon": {
+            "state": state,
+            "pid": os.getpid(),
+            "version": __version__,
+            "started_at": service.started_wall.isoformat(),
+            "uptime_s": round(now - service.started_at, 1),
+            "model_loaded": bool(service.embedder and service.embedder.loaded),
+            "cache": {
+                "hits": cache.hits,
+                "misses": cache.misses,
+                "entries": cache.entries,
+                "hit_rate": round(cache.hit_rate, 4),
+            }
+            if cache
+            else None,
+            "watcher": service.watcher.health() if service.watcher else None,
+            "jobs": service.upkeep.as_dict() if service.upkeep else {},
+            "summary_backlog": service.summarizer.last_backlog if service.summarizer else None,
+            "summaries": service.summarizer.status() if service.summarizer else None,
+            "socket": str(service.paths.socket),
+        },
+        "index": service.paths.uri,
+        "index_bytes": service.index_bytes(),
+        "sources": sources,
+    }
+
+
+def status_line(service: Service) -> str:
+    """The one-line state for systemd, from memory only (no git, no index reads)."""
+    now = service.clock()
+    stall = service.settings.daemon.stall_after_s
+    states, pending = [], 0
+    for rt in list(service.sources.values()):
+        npaths, level, first = service.queue.pending(rt.id)
+        pending += npaths
+        doc = {
+            "fresh": rt.synced,
+            "pending_paths": npaths,
+            "pending_level": level,
+            "waiting_s": now - first if first is not None else 0.0,
+            "busy_s": now - rt.busy_since if rt.busy_since is not None else 0.0,
+            "stuck_s": service.stuck_s(rt, now),
+            "consecutive_failures": rt.consecutive_failures,
+            "watcher": rt.watch.health() if rt.watch is not None else None,
+        }
+        states.append(source_state(doc, stall_after=stall))
+    state = daemon_state(states) if service.writer_healthy() else "stalled"
+    return f"{state}: {len(states)} source(s), {pending} path(s) pending"
