@@ -20,7 +20,6 @@ from codechunkd.daemon.summarize import (
     Budget,
     Summarizer,
     disabled_reason,
-    summary_fts_text,
 )
 from codechunkd.daemon.sync import Syncer
 from codechunkd.indexer.changes import GitSource
@@ -28,7 +27,7 @@ from codechunkd.indexer.llm import ChatClient
 from codechunkd.indexer.summaries import PROMPT_VERSION, llm_source
 from codechunkd.storage.cache import SummaryCache
 from codechunkd.storage.search import Mode, Searcher
-from codechunkd.storage.store import fts_text
+from codechunkd.storage.store import fts_text, fts_text_with_summary
 
 SOURCE = llm_source(MODEL)
 
@@ -200,7 +199,8 @@ def test_stale_chunks_are_summarized_written_and_searchable(
         assert r["summary_of"] == r["content_hash"]
         assert r["summary"].startswith(f"The {r['kind']} {sym} does")
         assert "Here is a summary" not in r["summary"]
-        assert r["fts_text"] == summary_fts_text(r["symbol"], r["content"], r["summary"])
+        assert r["fts_text"].split("\n", 2)[1] == r["summary"]
+        assert r["fts_text"].endswith(r["content"])
     assert table["tiny"]["summary_source"] == "extractive"
     # the method's prompt had its class's signature as context
     save_prompt = next(x.prompt for x in chat.seen if "Chunk: method Store.save" in x.prompt)
@@ -494,7 +494,7 @@ def test_disabled_without_endpoint(indexer: Indexer, make: MakeSummarizer) -> No
 
 
 def test_fts_text_matches_the_store(repo: Repo, indexer: Indexer) -> None:
-    """``summary_fts_text`` of a row is what the store writes for the same summary."""
+    """Replacing a row's summary gives what the store writes for the same summary."""
     repo.write("app.py", APP)
     repo.commit()
     index(repo, indexer)
@@ -504,7 +504,8 @@ def test_fts_text_matches_the_store(repo: Repo, indexer: Indexer) -> None:
     for c in chunk(
         "app.py", APP.encode(), load_settings(env={}).chunking, count_tokens=counter_for()
     ):
-        assert fts_text(c, "a summary") == summary_fts_text(c.symbol, c.content, "a summary")
+        old = fts_text(c, "an extractive one")
+        assert fts_text(c, "a summary") == fts_text_with_summary(old, "a summary", c.content)
 
 
 def test_cli_summarize(

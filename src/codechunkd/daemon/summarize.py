@@ -59,7 +59,7 @@ from codechunkd.indexer.summaries import (
 )
 from codechunkd.storage.cache import SummaryCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import IndexStore, identifier_words, quote
+from codechunkd.storage.store import IndexStore, fts_text_with_summary, quote
 
 __all__ = [
     "Budget",
@@ -67,7 +67,6 @@ __all__ = [
     "SummaryRun",
     "disabled_reason",
     "open_summarizer",
-    "summary_fts_text",
 ]
 
 log = structlog.get_logger("codechunkd.summarize")
@@ -86,12 +85,6 @@ def disabled_reason(settings: SummarySettings) -> str | None:
     if not settings.model:
         return "no model configured (summaries.model)"
     return None
-
-
-def summary_fts_text(symbol: str, content: str, summary: str) -> str:
-    """``storage.store.fts_text`` of a row, from its columns (a test keeps the two equal)."""
-    names = f"{symbol} {identifier_words(symbol)}" if symbol else ""
-    return f"{names}\n{summary}\n{content}"
 
 
 def _today() -> str:
@@ -337,7 +330,7 @@ class Summarizer:
         full: list[dict[str, Any]] = []
         for i in range(0, len(ids), 2000):
             full += self.store.rows_by_id(
-                ids[i : i + 2000], ["id", "symbol", "content_hash", "content"]
+                ids[i : i + 2000], ["id", "content_hash", "content", "fts_text"]
             )
         table = pa.table(
             {
@@ -346,8 +339,8 @@ class Summarizer:
                 "summary_source": [self.source_tag] * len(full),
                 "summary_of": [r["content_hash"] for r in full],
                 "fts_text": [
-                    summary_fts_text(
-                        r["symbol"] or "", r["content"] or "", found[r["content_hash"]]
+                    fts_text_with_summary(
+                        r["fts_text"] or "", found[r["content_hash"]], r["content"] or ""
                     )
                     for r in full
                 ],

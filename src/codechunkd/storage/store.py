@@ -58,10 +58,15 @@ def identifier_words(name: str) -> str:
 
 
 def fts_text(chunk: Chunk, summary: str) -> str:
-    """The full-text side of a chunk: its names first, then its summary and content."""
+    """The full-text side of a chunk: a line of its names, then its summary and content."""
     names = list(dict.fromkeys([chunk.symbol, *chunk.names] if chunk.symbol else chunk.names))
     words = " ".join(f"{n} {identifier_words(n)}" for n in names)
     return f"{words}\n{summary}\n{chunk.content}"
+
+
+def fts_text_with_summary(old: str, summary: str, content: str) -> str:
+    """An ``fts_text`` with its summary replaced (the names line is kept)."""
+    return f"{old.split(chr(10), 1)[0]}\n{summary}\n{content}"
 
 
 def is_local(uri: str) -> bool:
