@@ -20,8 +20,9 @@ from structlog.testing import capture_logs
 
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.errors import ConfigError, EmbeddingError
-from codechunkd.indexer.embed_remote import EndpointMismatch, RemoteEmbedder, retry_after
+from codechunkd.indexer.embed_remote import EndpointMismatch, RemoteEmbedder
 from codechunkd.indexer.embedder import TorchEmbedder, make_embedder
+from codechunkd.indexer.http import retry_after
 
 MODEL = "test-embed"
 

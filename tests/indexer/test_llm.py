@@ -13,7 +13,8 @@ from tests.chat_server import MODEL, Action, ChatServer, closed_port_url, error
 
 from codechunkd.config.settings import SummarySettings
 from codechunkd.errors import BadAnswer, ConfigError, EndpointUnavailable
-from codechunkd.indexer.llm import ChatClient, RateLimiter, retry_after
+from codechunkd.indexer.http import retry_after
+from codechunkd.indexer.llm import ChatClient, RateLimiter
 
 MESSAGES = [
     {"role": "system", "content": "Summarize."},

@@ -20,11 +20,8 @@ never part of an error message.  Only the standard library is used (``urllib``).
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import os
-import random
 import threading
 import time
 import urllib.error
@@ -40,11 +37,16 @@ import structlog
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.errors import ConfigError, EmbeddingError
 from codechunkd.indexer.embedder import Vectors
+from codechunkd.indexer.http import (
+    Retryable,
+    backoff,
+    post_json,
+    safe_url,
+)
 
 log = structlog.get_logger("codechunkd.embed_remote")
 
 #: Status codes worth another try: rate limited, or the server is (briefly) unwell.
-RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 class EndpointMismatch(EmbeddingError):
@@ -60,39 +62,6 @@ class EndpointMismatch(EmbeddingError):
             "configure the server's model (embedding.remote_model, embedding.remote_dimension) "
             "or use another index directory"
         )
-
-
-class _Retryable(Exception):
-    """One failed attempt that may succeed later; ``delay`` is the server's Retry-After."""
-
-    def __init__(self, reason: str, delay: float | None = None) -> None:
-        self.reason = reason
-        self.delay = delay
-        super().__init__(reason)
-
-
-def _safe_url(url: str) -> str:
-    """The URL without user info or query, for logs and errors."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
 
 
 def _same_model(expected: str, found: str) -> bool:
@@ -139,7 +108,7 @@ class RemoteEmbedder:
         if urllib.parse.urlsplit(settings.remote_url).scheme not in {"http", "https"}:
             raise ConfigError(
                 "'embedding.remote_url' must be an http(s) URL, "
-                f"got {_safe_url(settings.remote_url)!r}",
+                f"got {safe_url(settings.remote_url)!r}",
                 key="embedding.remote_url",
             )
         env = os.environ if environ is None else environ
@@ -154,7 +123,7 @@ class RemoteEmbedder:
                 )
         self._settings = settings
         self._endpoint = settings.remote_url.rstrip("/") + "/embeddings"
-        self._shown = _safe_url(self._endpoint)
+        self._shown = safe_url(self._endpoint)
         self._dim: int | None = settings.remote_dimension or None
         self._dim_lock = threading.Lock()
         self._backoff = backoff
@@ -207,7 +176,7 @@ class RemoteEmbedder:
         for attempt in range(attempts):
             try:
                 answer = self._post(payload)
-            except _Retryable as exc:
+            except Retryable as exc:
                 if self._stop.is_set():
                     raise EmbeddingError("embedding cancelled: shutting down") from None
                 if attempt + 1 >= attempts:
@@ -230,47 +199,21 @@ class RemoteEmbedder:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _delay(self, attempt: int, asked: float | None) -> float:
-        backoff = random.uniform(0.5, 1.0) * self._backoff * (2.0**attempt)
-        if asked is not None:
-            return min(max(asked, backoff), max(self._max_delay, asked))
-        return min(backoff, self._max_delay)
+        return backoff(attempt, asked, base=self._backoff, limit=self._max_delay)
 
     def _post(self, payload: bytes) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        # The scheme was checked to be http(s) in __init__.
-        request = urllib.request.Request(self._endpoint, data=payload, headers=headers)  # noqa: S310
-        try:
-            with urllib.request.urlopen(request, timeout=self._settings.timeout) as response:  # noqa: S310
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            with exc:
-                detail = _error_detail(exc.read())
-                if exc.code in RETRYABLE:
-                    delay = retry_after(exc.headers.get("Retry-After"), self._clock())
-                    raise _Retryable(f"HTTP {exc.code} {detail}".strip(), delay) from None
-            raise EmbeddingError(
-                f"embedding server {self._shown} answered HTTP {exc.code}: {detail}"
-            ) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise _Retryable(f"timed out after {self._settings.timeout} s") from None
-            if isinstance(exc.reason, OSError):
-                raise _Retryable(
-                    f"connection failed: {exc.reason.strerror or exc.reason}"
-                ) from None
-            raise EmbeddingError(f"embedding server {self._shown}: {exc.reason}") from None
-        except TimeoutError:
-            raise _Retryable(f"timed out after {self._settings.timeout} s") from None
-        except OSError as exc:
-            raise _Retryable(f"connection failed: {exc.strerror or exc}") from None
-        except http.client.HTTPException as exc:
-            raise _Retryable(f"broken answer: {type(exc).__name__}") from None
+        body = post_json(
+            self._endpoint,
+            payload,
+            key=self._key,
+            timeout=self._settings.timeout,
+            now=self._clock,
+            fail=lambda reason: EmbeddingError(f"embedding server {self._shown}: {reason}"),
+        )
         try:
             answer = json.loads(body)
         except ValueError:
-            raise _Retryable("the answer is not JSON") from None
+            raise Retryable("the answer is not JSON") from None
         if not isinstance(answer, dict):
             raise EmbeddingError(f"embedding server {self._shown} answered {type(answer).__name__}")
         return answer
@@ -306,21 +249,6 @@ class RemoteEmbedder:
             raise EndpointMismatch("dimension", self._dim, int(vectors.shape[1]), self._shown)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
-
-
-def _error_detail(body: bytes) -> str:
-    """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened."""
-    text = body.decode("utf-8", "replace")
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text.strip()[:200]
-    if isinstance(parsed, dict):
-        err = parsed.get("error", parsed)
-        if isinstance(err, dict):
-            return str(err.get("message", err))[:200]
-        return str(err)[:200]
-    return text.strip()[:200]
 
 
 def _first_error(failed: list[Future[Vectors]]) -> BaseException:

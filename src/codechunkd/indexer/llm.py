@@ -24,11 +24,8 @@ sent as a bearer token; it is never logged and never part of an error.
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import os
-import random
 import threading
 import time
 import urllib.error
@@ -42,11 +39,18 @@ import structlog
 
 from codechunkd.config.settings import SummarySettings
 from codechunkd.errors import BadAnswer, ConfigError, EndpointUnavailable
+from codechunkd.indexer.http import (
+    Retryable,
+    backoff,
+    error_detail,
+    post_json,
+    retry_after,
+    safe_url,
+)
 
 log = structlog.get_logger("codechunkd.llm")
 
 #: Status codes worth another try: rate limited, or the server is (briefly) unwell.
-RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 Message = Mapping[str, str]
 """One chat message: ``{"role": "system" | "user", "content": "..."}``."""
@@ -73,39 +77,6 @@ class Completion:
 def estimate_tokens(text: str) -> int:
     """Tokens of a text for budgeting, about 4 characters each (no tokenizer of the LLM)."""
     return max(1, (len(text) + 3) // 4)
-
-
-def safe_url(url: str) -> str:
-    """The URL without user info or query, for logs and errors."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
-class _Retryable(Exception):
-    """One failed attempt that may succeed later; ``delay`` is the server's Retry-After."""
-
-    def __init__(self, reason: str, delay: float | None = None) -> None:
-        self.reason = reason
-        self.delay = delay
-        super().__init__(reason)
 
 
 class RateLimiter:
@@ -209,7 +180,7 @@ class ChatClient:
                 raise EndpointUnavailable(self.shown, "cancelled: shutting down")
             try:
                 answer = self._post(payload)
-            except _Retryable as exc:
+            except Retryable as exc:
                 if exc.delay is not None:
                     self.limiter.pause(exc.delay)
                 if self._stop.is_set():
@@ -235,45 +206,17 @@ class ChatClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _delay(self, attempt: int, asked: float | None) -> float:
-        backoff = random.uniform(0.5, 1.0) * self._backoff * (2.0**attempt)
-        if asked is not None:
-            return min(max(asked, backoff), max(self._max_delay, asked))
-        return min(backoff, self._max_delay)
+        return backoff(attempt, asked, base=self._backoff, limit=self._max_delay)
 
     def _post(self, payload: bytes) -> bytes:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        # The scheme was checked to be http(s) in __init__.
-        request = urllib.request.Request(self.endpoint, data=payload, headers=headers)  # noqa: S310
-        timeout = self.settings.timeout
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-                body: bytes = response.read()
-        except urllib.error.HTTPError as exc:
-            with exc:
-                detail = _error_detail(exc.read())
-                if exc.code in RETRYABLE:
-                    delay = retry_after(exc.headers.get("Retry-After"), self._wall())
-                    raise _Retryable(f"HTTP {exc.code} {detail}".strip(), delay) from None
-            raise EndpointUnavailable(
-                self.shown, f"HTTP {exc.code}: {detail}".strip(": ")
-            ) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise _Retryable(f"timed out after {timeout} s") from None
-            if isinstance(exc.reason, OSError):
-                raise _Retryable(
-                    f"connection failed: {exc.reason.strerror or exc.reason}"
-                ) from None
-            raise EndpointUnavailable(self.shown, str(exc.reason)) from None
-        except TimeoutError:
-            raise _Retryable(f"timed out after {timeout} s") from None
-        except http.client.HTTPException as exc:  # IncompleteRead: the body was cut short
-            raise _Retryable(f"answer cut short ({type(exc).__name__})") from None
-        except OSError as exc:
-            raise _Retryable(f"connection failed: {exc.strerror or exc}") from None
-        return body
+        return post_json(
+            self.endpoint,
+            payload,
+            key=self._key,
+            timeout=self.settings.timeout,
+            now=self._wall,
+            fail=lambda reason: EndpointUnavailable(self.shown, reason),
+        )
 
     def _completion(self, body: bytes, payload: bytes) -> Completion:
         try:
@@ -283,7 +226,7 @@ class ChatClient:
         if not isinstance(answer, dict):
             raise BadAnswer(f"the answer is a JSON {type(answer).__name__}, not an object")
         if "error" in answer and "choices" not in answer:
-            raise BadAnswer(f"the server answered an error: {_error_detail(body)}")
+            raise BadAnswer(f"the server answered an error: {error_detail(body)}")
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BadAnswer("the answer has no choices")
@@ -310,27 +253,11 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _error_detail(body: bytes) -> str:
-    """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened."""
-    text = body.decode("utf-8", "replace")
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text.strip()[:200]
-    if isinstance(parsed, dict):
-        err = parsed.get("error", parsed)
-        if isinstance(err, dict):
-            return str(err.get("message", err))[:200]
-        return str(err)[:200]
-    return text.strip()[:200]
-
-
 __all__ = [
     "ChatClient",
     "Completion",
     "Message",
     "RateLimiter",
     "estimate_tokens",
-    "retry_after",
     "safe_url",
 ]
