@@ -44,7 +44,6 @@ from codechunkd.indexer.http import (
     backoff,
     error_detail,
     post_json,
-    retry_after,
     safe_url,
 )
 
@@ -259,5 +258,4 @@ __all__ = [
     "Message",
     "RateLimiter",
     "estimate_tokens",
-    "safe_url",
 ]
