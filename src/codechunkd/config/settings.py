@@ -138,7 +138,8 @@ class DaemonSettings:
     shutdown_timeout_s: float = 10.0
     """On SIGTERM, the batch in flight may finish for this long before it is abandoned."""
     stall_after_s: float = 300.0
-    """A source whose changes wait (or whose batch runs) longer than this is ``stalled``."""
+    """A source whose changes wait, or whose running batch makes no progress, longer than this
+    is ``stalled``."""
     nice: int = 10
     """Niceness added to the daemon process (embedding is background work)."""
     max_watches: int = 0

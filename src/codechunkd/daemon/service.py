@@ -201,6 +201,8 @@ class Service:
         self.writer: threading.Thread | None = None
         self.upkeep: Upkeep | None = None
         self.summarizer: Summarizer | None = None
+        self.summaries_error: str | None = None
+        """Why LLM summaries could not start (shown by ``status``)."""
         self._summary_run: SummaryRun | None = None
         self._stop = threading.Event()
         """Set at shutdown: ends a summary request in flight without waiting for it."""
@@ -510,6 +512,7 @@ class Service:
             return open_summarizer(self.settings, self.store, reader=self.reader, stop=self._stop)
         except ConfigError as exc:
             log.error("summaries_unavailable", error=str(exc))
+            self.summaries_error = str(exc)
             return None
 
     def _fetch_summaries(self) -> None:

@@ -105,6 +105,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"cache hit rate {cache.get('hit_rate', 0.0):.0%}, "
             f"watches {watch.get('watches', 0)}/{watch.get('limit', '?')}"
         )
+        lines.append(_summaries_line(d.get("summaries") or {}))
     size = doc.get("index_bytes")
     lines.append(f"index: {doc.get('index')}" + (f" ({size / 1e6:.1f} MB)" if size else ""))
     sources = doc.get("sources") or []
@@ -148,11 +149,31 @@ def render_text(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _summaries_line(m: dict[str, Any]) -> str:
+    if not m.get("enabled"):
+        return f"summaries: off ({m.get('reason') or 'no endpoint configured'})"
+    run = m.get("last_run") or {}
+    today = m.get("today") or {}
+    text = f"summaries: {m.get('backlog')} stale ({m.get('source')})"
+    if run:
+        text += f"; last run {run.get('written', 0)} written"
+    text += f"; today {today.get('chunks', 0)} chunks, {today.get('tokens', 0)} tokens"
+    if m.get("retry_in_s"):
+        text += f"; backing off {m['retry_in_s']:.0f}s"
+    return text
+
+
 # -- built by the daemon (imports stay inside: the CLI imports this module) -----------
 
 
 def build_status(service: Service) -> dict[str, Any]:
     """The daemon's status document (the control socket's ``status``)."""
+    # counted now (one filtered count_rows, 0.03-0.1 s at 100k rows): an edit shows at once
+    summaries: dict[str, Any] = (
+        service.summarizer.status(refresh=True)
+        if service.summarizer
+        else {"enabled": False, "reason": service.summaries_error or "not started", "backlog": None}
+    )
     from codechunkd import __version__
     from codechunkd.errors import CodechunkdError
     from codechunkd.indexer.changes import GitSource
@@ -229,8 +250,8 @@ def build_status(service: Service) -> dict[str, Any]:
             else None,
             "watcher": service.watcher.health() if service.watcher else None,
             "jobs": service.upkeep.as_dict() if service.upkeep else {},
-            "summary_backlog": service.summarizer.last_backlog if service.summarizer else None,
-            "summaries": service.summarizer.status() if service.summarizer else None,
+            "summary_backlog": summaries.get("backlog"),
+            "summaries": summaries,
             "socket": str(service.paths.socket),
         },
         "index": service.paths.uri,
