@@ -369,9 +369,20 @@ def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 def cmd_search(args: argparse.Namespace) -> int:
     hits = _search_via_daemon(args)
     if hits is None:  # no daemon: search here (loads the query model in this process)
-        from codechunkd.storage.reader import open_index
+        import threading
 
-        found = open_index(settings=_settings(args)).search(
+        from codechunkd.storage.reader import open_index, query_embedder
+
+        settings = _settings(args)
+        embedder = query_embedder(settings)
+        # load the model while LanceDB is imported and opened: ~0.15 s less on 2 cores
+        warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
+        if args.mode != "text":
+            warm.start()
+        index = open_index(settings=settings, embedder=embedder)
+        if warm.is_alive():
+            warm.join()
+        found = index.search(
             args.query,
             k=args.k,
             mode=args.mode,
