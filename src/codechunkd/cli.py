@@ -217,7 +217,10 @@ def cmd_index(args: argparse.Namespace) -> int:
                 store.drop_all()
         cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
         try:
-            report = Syncer(settings, store, embedder, cache).sync(git, progress=_ProgressBar())
+            syncer = Syncer(settings, store, embedder, cache)
+            report = syncer.sync(git, progress=_ProgressBar())
+            if report.chunks:
+                syncer.build_vector_index_if_due()
         finally:
             cache.close()
     _print_report(report, args)

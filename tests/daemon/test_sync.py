@@ -240,3 +240,28 @@ def test_many_small_batches_are_prepared_ahead_and_all_land(
     assert report.added == 9 and report.chunks == len(ix.rows())
     assert verify(settings, ix.store, GitSource(repo.path)).ok
     ix.close()
+
+
+def test_vector_index_is_built_once_due_and_new_rows_stay_searchable(
+    repo: Repo, tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    from codechunkd.storage.search import Mode, Searcher
+
+    settings = load_settings(
+        env={"CODECHUNKD_INDEX_VECTOR_INDEX_ROWS": "5"},
+        overrides={"index.dir": str(tmp_path / "ix")},
+    )
+    ix = Indexer(settings, embedder)
+    repo.write("a.py", PY)
+    repo.commit()
+    ix.sync(repo.path)
+    assert not ix.store.has_vector_index()  # never after a sync
+    assert ix.syncer.upkeep(force=True)
+    assert ix.store.has_vector_index()
+    assert not ix.syncer.build_vector_index_if_due()  # once
+    repo.write("b.py", "def frobnicate_widgets(count):\n    return count * 2\n")
+    ix.sync(repo.path)
+    query = embedder.embed(["frobnicate widgets"])[0]
+    hits = Searcher(ix.store).search("frobnicate widgets", query, k=3, mode=Mode.VECTOR)
+    assert hits[0].symbol == "frobnicate_widgets"  # an unindexed row is still found
+    ix.close()

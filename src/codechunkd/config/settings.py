@@ -47,6 +47,10 @@ class IndexSettings:
     """The writer compacts the tables when ``chunks`` has this many data fragments."""
     batch_files: int = 256
     """At most this many changed files are written in one table commit."""
+    vector_index_rows: int = 50_000
+    """Once ``chunks`` has this many rows, an IVF-PQ vector index is built (by the daemon's
+    upkeep job, or at the end of ``codechunkd index``); below it exact search is fast enough.
+    Rows written later stay searchable and are folded in at the next compaction."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -199,13 +199,29 @@ class Syncer:
         return report
 
     def upkeep(self, *, force: bool = False) -> bool:
-        """Compact the tables when writes have fragmented them (the writer, between batches)."""
+        """Compact the tables when writes have fragmented them (the writer, between batches).
+
+        ``force`` (the daemon's scheduled upkeep) compacts regardless and builds the
+        vector index when it is due: minutes at 100k rows, so never after a sync.
+        """
         self.store.ensure_fts()
         if not force and self.store.fragments() < self.settings.index.compact_fragments:
             return False
         t0 = time.monotonic()
         self.store.compact(timedelta(hours=self.settings.index.keep_versions_hours))
         log.info("tables_compacted", ms=round((time.monotonic() - t0) * 1000))
+        if force:
+            self.build_vector_index_if_due()
+        return True
+
+    def build_vector_index_if_due(self) -> bool:
+        """Build the IVF-PQ index once the table has ``index.vector_index_rows`` rows."""
+        rows = self.store.count()[1]
+        if rows < self.settings.index.vector_index_rows or self.store.has_vector_index():
+            return False
+        t0 = time.monotonic()
+        self.store.build_vector_index()
+        log.info("vector_index_built", rows=rows, ms=round((time.monotonic() - t0) * 1000))
         return True
 
     def _change_set(
