@@ -78,6 +78,7 @@ def scaled(base: pa.Table, n: int, rng: np.random.Generator) -> pa.Table:
             vec = pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), dim)
             t = t.set_column(t.schema.get_field_index("id"), "id", ids)
             t = t.set_column(t.schema.get_field_index("vector"), t.schema.field("vector"), vec)
+            t = t.cast(base.schema)
         parts.append(t)
     return pa.concat_tables(parts).slice(0, n)
 
