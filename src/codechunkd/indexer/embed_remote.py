@@ -24,9 +24,6 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -39,7 +36,9 @@ from codechunkd.errors import ConfigError, EmbeddingError
 from codechunkd.indexer.embedder import Vectors
 from codechunkd.indexer.http import (
     Retryable,
+    api_key,
     backoff,
+    check_url,
     post_json,
     safe_url,
 )
@@ -105,22 +104,9 @@ class RemoteEmbedder:
                 raise ConfigError(f"setting {key!r} must be positive, got {value}", key=key)
         if settings.retries < 0 or settings.remote_dimension < 0:
             raise ConfigError("'embedding.retries' and 'embedding.remote_dimension' must be >= 0")
-        if urllib.parse.urlsplit(settings.remote_url).scheme not in {"http", "https"}:
-            raise ConfigError(
-                "'embedding.remote_url' must be an http(s) URL, "
-                f"got {safe_url(settings.remote_url)!r}",
-                key="embedding.remote_url",
-            )
+        check_url(settings.remote_url, "embedding.remote_url")
         env = os.environ if environ is None else environ
-        self._key: str | None = None
-        if settings.api_key_env:
-            self._key = env.get(settings.api_key_env)
-            if not self._key:
-                raise ConfigError(
-                    f"environment variable {settings.api_key_env} (embedding.api_key_env) "
-                    "is not set",
-                    key="embedding.api_key_env",
-                )
+        self._key = api_key(settings.api_key_env, "embedding.api_key_env", env)
         self._settings = settings
         self._endpoint = settings.remote_url.rstrip("/") + "/embeddings"
         self._shown = safe_url(self._endpoint)

@@ -15,7 +15,9 @@ import random
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+from codechunkd.errors import ConfigError
 
 RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -35,6 +37,22 @@ def safe_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def check_url(url: str, key: str) -> None:
+    """A configured endpoint must be http(s): ``urlopen`` would also open ``file:`` URLs."""
+    if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
+        raise ConfigError(f"{key!r} must be an http(s) URL, got {safe_url(url)!r}", key=key)
+
+
+def api_key(variable: str, key: str, environ: Mapping[str, str]) -> str | None:
+    """The API key from the environment variable a setting names (None: no key wanted)."""
+    if not variable:
+        return None
+    value = environ.get(variable)
+    if not value:
+        raise ConfigError(f"environment variable {variable} ({key}) is not set", key=key)
+    return value
 
 
 def retry_after(value: str | None, now: float) -> float | None:

@@ -28,9 +28,6 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +38,9 @@ from codechunkd.config.settings import SummarySettings
 from codechunkd.errors import BadAnswer, ConfigError, EndpointUnavailable
 from codechunkd.indexer.http import (
     Retryable,
+    api_key,
     backoff,
+    check_url,
     error_detail,
     post_json,
     safe_url,
@@ -131,21 +130,9 @@ class ChatClient:
             raise ConfigError(
                 "LLM summaries need 'summaries.url' and 'summaries.model'", key="summaries.url"
             )
-        if urllib.parse.urlsplit(settings.url).scheme not in {"http", "https"}:
-            raise ConfigError(
-                f"'summaries.url' must be an http(s) URL, got {safe_url(settings.url)!r}",
-                key="summaries.url",
-            )
+        check_url(settings.url, "summaries.url")
         env = os.environ if environ is None else environ
-        self._key: str | None = None
-        if settings.api_key_env:
-            self._key = env.get(settings.api_key_env)
-            if not self._key:
-                raise ConfigError(
-                    f"environment variable {settings.api_key_env} (summaries.api_key_env) "
-                    "is not set",
-                    key="summaries.api_key_env",
-                )
+        self._key = api_key(settings.api_key_env, "summaries.api_key_env", env)
         self.settings = settings
         self.endpoint = settings.url.rstrip("/") + "/chat/completions"
         self.shown = safe_url(self.endpoint)
