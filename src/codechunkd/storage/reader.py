@@ -12,7 +12,7 @@ same directory, from any number of processes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,35 +21,6 @@ from codechunkd.indexer.embedder import Embedder, make_embedder
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
 from codechunkd.storage.store import IndexStore, SourceState, quote
-
-ROW_COLUMNS = [
-    "id",
-    "source",
-    "repo",
-    "branch",
-    "commit",
-    "blob",
-    "path",
-    "language",
-    "kind",
-    "symbol",
-    "parent_id",
-    "start_line",
-    "end_line",
-    "start_byte",
-    "end_byte",
-    "content",
-    "content_hash",
-    "token_count",
-    "embedded_tokens",
-    "signature",
-    "docstring",
-    "summary",
-    "summary_source",
-    "synthetic",
-    "dirty",
-    "indexed_at",
-]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +53,10 @@ class Row:
     synthetic: bool
     dirty: bool
     indexed_at: datetime
+
+
+ROW_COLUMNS = [f.name for f in fields(Row)]
+"""The ``chunks`` columns a ``Row`` carries: every one but the vector and model texts."""
 
 
 def _row(r: dict[str, Any]) -> Row:

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -27,26 +27,6 @@ from codechunkd.storage.store import IndexStore, quote
 RRF_K = 60
 SYMBOL_EXACT_BOOST = 1.0
 SYMBOL_PREFIX_BOOST = 0.02
-
-RESULT_COLUMNS = [
-    "id",
-    "source",
-    "repo",
-    "branch",
-    "commit",
-    "blob",
-    "path",
-    "language",
-    "kind",
-    "symbol",
-    "parent_id",
-    "start_line",
-    "end_line",
-    "content",
-    "summary",
-    "signature",
-    "dirty",
-]
 
 
 class Mode(StrEnum):
@@ -133,6 +113,10 @@ class Hit:
         d["ids"] = list(self.ids)
         d["context"] = list(self.context)
         return d
+
+
+RESULT_COLUMNS = [f.name for f in fields(Hit) if f.name not in {"score", "ids", "context", "stale"}]
+"""The ``chunks`` columns a ``Hit`` carries (the rest is computed by the search)."""
 
 
 def _rows_to_hits(rows: Sequence[dict[str, Any]], scores: dict[str, float]) -> list[Hit]:
