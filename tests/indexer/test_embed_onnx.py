@@ -203,3 +203,29 @@ def test_pooling_follows_the_config() -> None:
     np.testing.assert_allclose(pool(hidden, mask, ["lasttoken"]), [[3.0, 4.0]])
     with pytest.raises(EmbeddingError, match="pooling mode"):
         pool(hidden, mask, ["median"])
+
+
+def test_threads_are_measured_once_and_cached(onnx_settings: EmbeddingSettings) -> None:
+    """threads = 0: the first load times the thread counts; the next load reads the choice."""
+    import dataclasses
+    import json
+    import os
+
+    from structlog.testing import capture_logs
+
+    settings = dataclasses.replace(onnx_settings, threads=0)
+    first = OnnxEmbedder(settings)
+    assert first.model_file is not None
+    cache = first.model_file.parent / f"threads-{os.cpu_count() or 1}cpu.json"
+    cache.unlink(missing_ok=True)  # other tests of the session may have measured already
+    with capture_logs() as logs:
+        first.embed(["def f(): pass"])
+    measured = json.loads(cache.read_text())
+    assert first.threads == measured["threads"] >= 1
+    assert set(measured["texts_per_s"]) >= {"1"}
+    assert [e for e in logs if e["event"] == "threads_calibrated"]
+    again = OnnxEmbedder(settings)
+    with capture_logs() as logs:
+        again.embed(["def f(): pass"])
+    assert again.threads == first.threads
+    assert not [e for e in logs if e["event"] == "threads_calibrated"]

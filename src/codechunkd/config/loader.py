@@ -190,13 +190,18 @@ def validate(s: Settings) -> None:
         "index.vector_index_rows": s.index.vector_index_rows,
         "embedding.batch_size": s.embedding.batch_size,
         "embedding.max_seq_length": s.embedding.max_seq_length,
-        "embedding.threads": s.embedding.threads,
         "embedding.cache_size": s.embedding.cache_size,
         "files.max_file_size": s.files.max_file_size,
     }
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"setting {key!r} must be positive, got {value}", key=key)
+    if s.embedding.threads < 0:
+        raise ConfigError(
+            f"setting 'embedding.threads' must be 0 (measured) or positive, got "
+            f"{s.embedding.threads}",
+            key="embedding.threads",
+        )
     if s.chunking.budget < 100:
         raise ConfigError(
             f"setting 'chunking.budget' must be at least 100, got {s.chunking.budget}",

@@ -119,7 +119,8 @@ class TorchEmbedder:
                     import torch
                     from sentence_transformers import SentenceTransformer
 
-                    torch.set_num_threads(self._settings.threads)
+                    if self._settings.threads > 0:
+                        torch.set_num_threads(self._settings.threads)
                     path = model_path(self._settings.model)
                     name = str(path) if path is not None else self._settings.model
                     model = SentenceTransformer(name, device=self._settings.device)
