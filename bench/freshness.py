@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from codechunkd.daemon.control import request
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 STDLIB = Path("/root/.pyenv/versions/3.11.7/lib/python3.11")
@@ -145,17 +147,7 @@ class Daemon:
 
     def call(self, doc: dict[str, Any], timeout: float = 120) -> Any:
         sock = next((Path(self.env["XDG_RUNTIME_DIR"]) / "codechunkd").glob("*.sock"))
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(sock))
-            s.sendall(json.dumps(doc).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(1 << 16)
-                if not chunk:
-                    break
-                buf += chunk
-        return json.loads(buf)
+        return request(sock, doc, timeout=timeout)
 
     def cpu_rss(self) -> tuple[float, int]:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
