@@ -291,7 +291,9 @@ def test_daemon_follows_edits_git_and_restarts(
     )
 
     # SIGINT during a long batch: abandoned after the deadline, exit 0, redone next start
-    for i in range(150):
+    # long enough that the batch cannot finish during the rest of the shutdown, even when
+    # the calibrated embedder runs on every core (150 files once did, in ~0.8 s)
+    for i in range(600):
         repo.write(f"bulk/m{i}.py", f"def bulk_function_{i}(x):\n    return x * {i} + {i * i}\n")
     wait_for(lambda: main_source(d2)["busy_s"] > 0, "a batch running")
     t0 = time.monotonic()
