@@ -14,8 +14,12 @@ and MRR are printed for all queries and for two random halves (seeded), so one
 can see whether the ranking of the chunkers is stable.
 
 codechunkd's dense side embeds ``embed_text`` (context header + content) and its
-BM25 side indexes the same text plus the definition names; the peers embed and
-index their chunk text, as they ship.  The ``codechunkd`` row ranks the leaf
+BM25 side indexes what its full-text index holds (``fts_text``: definition names,
+context header, extractive summary, content); its rankings apply the search's
+definitions-first weight (``kind_weight``: glue chunks' scores x0.8) in all three
+modes.  The peers embed and index their chunk text, as they ship, ranked as is.
+``--seed`` picks another corpus (other files, other queries): seed 0 is where
+the weight was chosen, seeds 1 and 2 are held out.  The ``codechunkd`` row ranks the leaf
 chunks; ``codechunkd + class headers`` also ranks the synthetic class headers
 (never a hit: they do not contain a whole method).  Embeddings are cached on disk
 (``--cache``), so a second run only embeds what changed.
@@ -46,6 +50,9 @@ from codechunkd.config.settings import ChunkingSettings, EmbeddingSettings
 from codechunkd.indexer.chunker import chunk
 from codechunkd.indexer.embedder import make_embedder
 from codechunkd.indexer.languages import get_language, get_parser
+from codechunkd.indexer.summaries import extractive_summary
+from codechunkd.storage.search import kind_weight
+from codechunkd.storage.store import fts_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chunking import astchunk_chunker, line_chunker, llama_chunker
@@ -62,6 +69,8 @@ class Doc:
     end: int
     dense_text: str
     sparse_text: str
+    weight: float = 1.0
+    """Factor on the chunk's fused score (codechunkd's definitions-first weight)."""
 
 
 @dataclass
@@ -177,8 +186,8 @@ def codechunkd_docs(
             if c.synthetic and not synthetic:
                 continue
             start, end = (c.start_byte, c.end_byte) if not c.synthetic else (-1, -1)
-            sparse = c.embed_text + "\n" + " ".join(c.names or ((c.symbol,) if c.symbol else ()))
-            docs.append(Doc(path, start, end, c.embed_text, sparse))
+            sparse = fts_text(c, extractive_summary(c))
+            docs.append(Doc(path, start, end, c.embed_text, sparse, kind_weight(c.kind)))
     return docs
 
 
@@ -283,12 +292,15 @@ def _peer_maker(
     return lambda: peer_docs(fn, corpus)
 
 
-def rrf(*rankings: np.ndarray, k: int = 60) -> np.ndarray:
+def rrf(*rankings: np.ndarray, k: int = 60, weights: np.ndarray | None = None) -> np.ndarray:
+    """Reciprocal rank fusion; ``weights`` scale each doc's fused score (as the search does)."""
     score = np.zeros(len(rankings[0]))
     for order in rankings:
         ranks = np.empty(len(order))
         ranks[order] = np.arange(1, len(order) + 1)
         score += 1.0 / (k + ranks)
+    if weights is not None:
+        score *= weights
     return np.argsort(-score, kind="stable")
 
 
@@ -298,6 +310,8 @@ def evaluate(
     """Rank of the first relevant chunk per query (0 = none in the top 100), per method."""
     dvecs = emb.embed([d.dense_text for d in docs])
     bm25 = BM25([d.sparse_text for d in docs])
+    weights = np.array([d.weight for d in docs])
+    w = None if bool((weights == 1.0).all()) else weights
     by_path: dict[str, list[int]] = {}
     for i, d in enumerate(docs):
         by_path.setdefault(d.path, []).append(i)
@@ -308,7 +322,15 @@ def evaluate(
         }
         dense = np.argsort(-(dvecs @ qvecs[qi]), kind="stable")
         sparse = np.argsort(-bm25.scores(t.query), kind="stable")
-        for name, order in (("dense", dense), ("bm25", sparse), ("hybrid", rrf(dense, sparse))):
+        if w is not None:  # one ranking through RRF: the search's score in that mode
+            dense, sparse, both = (
+                rrf(dense, weights=w),
+                rrf(sparse, weights=w),
+                rrf(dense, sparse, weights=w),
+            )
+        else:
+            both = rrf(dense, sparse)
+        for name, order in (("dense", dense), ("bm25", sparse), ("hybrid", both)):
             rank = 0
             for r, i in enumerate(order[:100], start=1):
                 if int(i) in relevant:

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import Indexer, Repo
 
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import Mode
+from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, RRF_K, Mode
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
@@ -69,6 +69,23 @@ def test_hybrid_beats_vector_and_text_alone(index: Index) -> None:
 def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
     for name in ("b85decode", "fnmatchcase", "dedent", "TextWrapper.wrap"):
         assert index.search(name, k=3)[0].symbol == name
+
+
+def test_glue_scores_are_scaled_below_any_definition_of_the_same_ranks(index: Index) -> None:
+    hits = index.search("module imports, constants and the __all__ list", k=30)
+    glue = [h for h in hits if h.kind in GLUE_KINDS]
+    assert glue, [h.kind for h in hits]  # the query does reach module code
+    # first in both rankings is the best a chunk can do; glue gets GLUE_WEIGHT of it
+    assert all(h.score <= GLUE_WEIGHT * 2 / (RRF_K + 1) + 1e-5 for h in glue)
+    assert any(h.kind == "function" and h.score > max(g.score for g in glue) for h in hits)
+
+
+def test_full_text_matches_the_words_of_the_context_header(index: Index) -> None:
+    # "in file textwrap.py" is only in the header of most textwrap chunks
+    hits = index.search("textwrap", k=50, mode=Mode.TEXT)
+    assert any(
+        h.path == "textwrap.py" and "textwrap" not in (h.content + h.symbol).lower() for h in hits
+    ), [h.symbol for h in hits]
 
 
 def test_filters(index: Index) -> None:

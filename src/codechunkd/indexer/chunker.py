@@ -113,6 +113,11 @@ class Chunk:
     part: int = 0
     """For a definition split over several chunks: 1, 2, … in file order; 0 when whole."""
 
+    @property
+    def header(self) -> str:
+        """The context header that ``embed_text`` puts before the content."""
+        return self.embed_text[: len(self.embed_text) - len(self.content) - 1]
+
 
 _WS: Final = b" \t\r\n\f\v"
 _COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
@@ -207,7 +212,7 @@ def _finish(
             text = p.synthetic_text
             chash = content_hash(text)
         else:
-            text = stripped.decode("utf-8")
+            text = stripped.decode("utf-8", "replace")
             chash = sha256(stripped).hexdigest()
         key = (p.kind, chash)
         occ = seen.get(key, 0)

