@@ -428,6 +428,16 @@ def test_crlf_bom_and_tabs(count_tokens: CountTokens, check: Checker) -> None:
     assert (f.start_line, f.end_line) == (3, 4)
 
 
+def test_bytes_that_are_not_utf8_are_replaced_not_fatal(count_tokens: CountTokens) -> None:
+    """A Latin-1 file: spans stay byte offsets, content gets U+FFFD for the bad bytes."""
+    src = "def f():\n    return 'caf\xe9'\n\n\ndef g():\n    return 2\n".encode("latin-1")
+    chunks = chunk("latin.py", src, count_tokens=count_tokens)
+    assert defs(chunks) == [("function", "f"), ("function", "g")]
+    f = chunks[0]
+    assert "caf\ufffd" in f.content
+    assert src[f.start_byte : f.end_byte].decode("utf-8", "replace") == f.content
+
+
 def test_syntax_errors_still_give_valid_chunks(count_tokens: CountTokens, check: Checker) -> None:
     """tree-sitter recovers; the chunks around the error stay exact and complete."""
     src = (
