@@ -27,11 +27,17 @@ Every chunker gets the same budget in non-whitespace characters.  Figures:
   whole inside one chunk (decorators included, comments not);
 - MB/s: corpus bytes over process CPU time of the chunker alone; codechunkd's
   token counting (the tokenizer of the embedding model) is timed separately.
+
+Throughput, after the table: tree-sitter's parse alone on one core (the ceiling
+of any tree-sitter chunker on one core), and ``codechunkd.chunk_many`` on
+``--workers`` processes (default: every CPU), in wall-clock MB/s.  tree-sitter
+holds the GIL while it parses, so it is processes that scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import sysconfig
@@ -45,7 +51,7 @@ import numpy as np
 from tree_sitter import Node, Query, QueryCursor
 
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer.chunker import chunk
+from codechunkd.indexer.chunker import chunk, chunk_many
 from codechunkd.indexer.languages import detect_language, get_language, get_parser
 from codechunkd.indexer.tokens import counter_for
 
@@ -303,6 +309,35 @@ def measure(
                 res.defs_split += 1
 
 
+def throughput(
+    files: list[tuple[str, bytes, str]], total: int, cpu_seconds: float, budget: int, workers: int
+) -> None:
+    """Parse-alone ceiling, one process and ``chunk_many`` on ``workers`` processes."""
+    t0 = time.process_time()
+    for _, src, language in files:
+        get_parser(language).parse(src)
+    parse = time.process_time() - t0
+    settings = ChunkingSettings(budget=budget)
+    pairs = [(path, src) for path, src, _ in files]
+    t0 = time.perf_counter()
+    n = sum(len(cs) for cs in chunk_many(pairs, settings, workers=1, count_tokens=_zero))
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m = sum(len(cs) for cs in chunk_many(pairs, settings, workers=workers, count_tokens=_zero))
+    many = time.perf_counter() - t0
+    assert n == m, (n, m)
+    mb = total / 1e6
+    print("\nthroughput (MB of source per second)")
+    print(f"  tree-sitter parse alone, 1 core (CPU time)      {mb / parse:6.2f}")
+    print(f"  codechunkd chunk(), 1 core (CPU time)           {mb / cpu_seconds:6.2f}")
+    print(f"  codechunkd chunk_many, 1 process (wall)         {mb / one:6.2f}")
+    print(
+        f"  codechunkd chunk_many, {workers} processes (wall)"
+        f"{'':{max(0, 8 - len(str(workers)))}}{mb / many:6.2f}"
+        f"   ({one / many:.2f}x one process)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--root", type=Path, action="append", help="corpus directory (repeatable)")
@@ -312,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--show", type=int, default=0, help="print this many chunks of each")
     ap.add_argument("--peers", default="/tmp/bench-peers", help="extra site dir with the peers")
     ap.add_argument("--only", action="append", help="run only these chunkers")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="for chunk_many")
     args = ap.parse_args(argv)
     if args.peers and Path(args.peers).is_dir():
         sys.path.append(args.peers)
@@ -382,6 +418,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"\n{r.name}: token counting of all embed texts took {r.token_seconds:.1f} s CPU "
                 f"({total / 1e6 / (r.seconds + r.token_seconds):.2f} MB/s with it)"
             )
+    if any(r.name == "codechunkd" for r in results):
+        throughput(files, total, results[0].seconds, args.budget, args.workers)
     for r in results:
         for text in r.examples:
             print(f"\n===== {r.name} =====\n{text}")

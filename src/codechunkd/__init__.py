@@ -4,6 +4,7 @@ Public API:
 
 - ``open_index(path)``: read an index (search, rows, files, sources); see ``docs/schema.md``.
 - ``chunk(path, source)``: chunk one file, with no repository and no index.
+- ``chunk_many(files, workers=N)``: ``chunk`` over many files on worker processes.
 
 Both import their machinery lazily, so ``import codechunkd`` stays cheap.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "chunk", "open_index"]
+__all__ = ["__version__", "chunk", "chunk_many", "open_index"]
 
 if TYPE_CHECKING:
-    from codechunkd.indexer.chunker import chunk
+    from codechunkd.indexer.chunker import chunk, chunk_many
     from codechunkd.storage.reader import open_index
 
 
@@ -29,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from codechunkd.indexer.chunker import chunk
 
         return chunk
+    if name == "chunk_many":
+        from codechunkd.indexer.chunker import chunk_many
+
+        return chunk_many
     raise AttributeError(name)

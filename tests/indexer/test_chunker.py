@@ -10,7 +10,7 @@ import pytest
 
 import codechunkd.indexer.chunker as chunker_module
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, CountTokens, chunk
+from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, CountTokens, chunk, chunk_many
 
 Checker = Any
 
@@ -527,6 +527,21 @@ def test_language_override_and_extension_setting(count_tokens: CountTokens) -> N
     assert chunk("x.tpl", src, language="python", count_tokens=count_tokens)[0].symbol == "f"
 
 
+def test_chunk_many_on_processes_equals_chunk_in_order() -> None:
+    """Worker processes give the same chunks, token counts included, in input order."""
+    import sysconfig
+    from pathlib import Path
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    names = ["textwrap.py", "shlex.py", "fnmatch.py", "json/decoder.py", "base64.py"] * 8
+    files = [(f"{i}/{n}", (stdlib / n).read_bytes()) for i, n in enumerate(names)]
+    files.insert(3, ("notes.md", b"# Title\n\nSome words.\n"))
+    expected = [chunk(path, src) for path, src in files]
+    got = list(chunk_many(iter(files), workers=2))
+    assert got == expected
+    assert all(c.token_count > 0 for cs in got for c in cs)
+
+
 def test_public_api() -> None:
     """The module exports exactly its public names; the version is an int."""
     assert set(chunker_module.__all__) == {
@@ -534,6 +549,7 @@ def test_public_api() -> None:
         "Chunk",
         "CountTokens",
         "chunk",
+        "chunk_many",
         "content_hash",
     }
     assert isinstance(CHUNKER_VERSION, int)

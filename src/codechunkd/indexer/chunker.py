@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -58,7 +59,7 @@ from codechunkd.indexer.languages import TEXT, detect_language, get_language, ha
 from codechunkd.indexer.rules import Rules, body_of, rules_for
 from codechunkd.types import ContentHash
 
-__all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "content_hash"]
+__all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "content_hash"]
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 
@@ -166,6 +167,60 @@ def chunk(
             if rules.python_docstrings:
                 module_note = _module_summary(tree.root_node)
     return _finish(path, source, lang, rules, pieces, count_tokens, module_note)
+
+
+def chunk_many(
+    files: Iterable[tuple[str, bytes]],
+    settings: ChunkingSettings | None = None,
+    *,
+    workers: int | None = None,
+    count_tokens: CountTokens | None = None,
+) -> Iterator[list[Chunk]]:
+    """:func:`chunk` over many ``(path, source)`` pairs, in input order, on ``workers`` processes.
+
+    tree-sitter holds the GIL while it parses, so threads do not help; processes do
+    (``workers`` defaults to the CPU count; 1 chunks in this process).  At most a few
+    batches per worker are in flight, so memory stays bounded on any number of files.
+    ``count_tokens`` must be picklable (a module-level function); by default each
+    worker loads the bundled model's tokenizer.  The program's main module must be
+    importable without side effects (``if __name__ == "__main__":``), as for any
+    ``spawn`` process pool.
+    """
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    if n <= 1:
+        for path, source in files:
+            yield chunk(path, source, settings, count_tokens=count_tokens)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    batch_bytes = 256 * 1024  # per task: enough to amortise the pickling round trip
+    pending: deque[Future[list[list[Chunk]]]] = deque()
+    ctx = multiprocessing.get_context("spawn")  # fork is unsafe in a threaded program
+    with ProcessPoolExecutor(n, mp_context=ctx) as pool:
+        batch: list[tuple[str, bytes]] = []
+        size = 0
+        for item in files:
+            batch.append(item)
+            size += len(item[1])
+            if size >= batch_bytes:
+                pending.append(pool.submit(_chunk_batch, batch, settings, count_tokens))
+                batch, size = [], 0
+                while len(pending) > 3 * n:
+                    yield from pending.popleft().result()
+        if batch:
+            pending.append(pool.submit(_chunk_batch, batch, settings, count_tokens))
+        while pending:
+            yield from pending.popleft().result()
+
+
+def _chunk_batch(
+    batch: list[tuple[str, bytes]],
+    settings: ChunkingSettings | None,
+    count_tokens: CountTokens | None,
+) -> list[list[Chunk]]:
+    return [chunk(path, source, settings, count_tokens=count_tokens) for path, source in batch]
 
 
 def _module_summary(root: Node) -> str:
