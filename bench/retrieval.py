@@ -18,6 +18,10 @@ BM25 side indexes what its full-text index holds (``fts_text``: definition names
 context header, extractive summary, content); its rankings apply the search's
 definitions-first weight (``kind_weight``: glue chunks' scores x0.8) in all three
 modes.  The peers embed and index their chunk text, as they ship, ranked as is.
+The ``codechunkd, head + tail vectors`` row measures a second vector for chunks
+longer than the model's window (header + the text the first vector did not
+read; a chunk scores the better of its two): the index keeps head-only vectors
+unless this row wins.
 ``--seed`` picks another corpus (other files, other queries): seed 0 is where
 the weight was chosen, seeds 1 and 2 are held out.  The ``codechunkd`` row ranks the leaf
 chunks; ``codechunkd + class headers`` also ranks the synthetic class headers
@@ -71,6 +75,8 @@ class Doc:
     sparse_text: str
     weight: float = 1.0
     """Factor on the chunk's fused score (codechunkd's definitions-first weight)."""
+    tail_text: str = ""
+    """A second text to embed (what the model's window cut off); the doc scores the max."""
 
 
 @dataclass
@@ -176,10 +182,20 @@ def build_corpus(
 
 
 def codechunkd_docs(
-    corpus: list[tuple[str, bytes]], budget: int, *, synthetic: bool = False
+    corpus: list[tuple[str, bytes]], budget: int, *, synthetic: bool = False, tails: bool = False
 ) -> list[Doc]:
-    """Leaf chunks (what a search returns by default); ``synthetic`` adds the class headers."""
+    """Leaf chunks (what a search returns by default); ``synthetic`` adds the class headers,
+    ``tails`` a second text for chunks longer than the window."""
     settings = ChunkingSettings(budget=budget)
+    window = EmbeddingSettings().max_seq_length
+    tok = None
+    if tails:
+        from tokenizers import Tokenizer
+
+        from codechunkd.indexer.tokens import bundled_model_path
+
+        tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+        tok.no_truncation()
     docs = []
     for path, src in corpus:
         for c in chunk(path, src, settings, language="python"):
@@ -187,7 +203,12 @@ def codechunkd_docs(
                 continue
             start, end = (c.start_byte, c.end_byte) if not c.synthetic else (-1, -1)
             sparse = fts_text(c, extractive_summary(c))
-            docs.append(Doc(path, start, end, c.embed_text, sparse, kind_weight(c.kind)))
+            tail = ""
+            if tok is not None and c.token_count > window:
+                offsets = tok.encode(c.embed_text).offsets
+                cut = offsets[window - 2][1]  # the window holds [CLS] + window-2 tokens + [SEP]
+                tail = c.header + " (continued)\n" + c.embed_text[cut:].lstrip()
+            docs.append(Doc(path, start, end, c.embed_text, sparse, kind_weight(c.kind), tail))
     return docs
 
 
@@ -309,6 +330,8 @@ def evaluate(
 ) -> dict[str, list[int]]:
     """Rank of the first relevant chunk per query (0 = none in the top 100), per method."""
     dvecs = emb.embed([d.dense_text for d in docs])
+    tailed = [i for i, d in enumerate(docs) if d.tail_text]
+    tvecs = emb.embed([docs[i].tail_text for i in tailed]) if tailed else None
     bm25 = BM25([d.sparse_text for d in docs])
     weights = np.array([d.weight for d in docs])
     w = None if bool((weights == 1.0).all()) else weights
@@ -320,7 +343,10 @@ def evaluate(
         relevant = {
             i for i in by_path.get(t.path, []) if docs[i].start <= t.start and t.end <= docs[i].end
         }
-        dense = np.argsort(-(dvecs @ qvecs[qi]), kind="stable")
+        sims = dvecs @ qvecs[qi]
+        if tvecs is not None:
+            sims[tailed] = np.maximum(sims[tailed], tvecs @ qvecs[qi])
+        dense = np.argsort(-sims, kind="stable")
         sparse = np.argsort(-bm25.scores(t.query), kind="stable")
         if w is not None:  # one ranking through RRF: the search's score in that mode
             dense, sparse, both = (
@@ -372,6 +398,10 @@ def main(argv: list[str] | None = None) -> None:
             "codechunkd + class headers",
             lambda: codechunkd_docs(corpus, args.budget, synthetic=True),
         ),
+        (
+            "codechunkd, head + tail vectors",
+            lambda: codechunkd_docs(corpus, args.budget, tails=True),
+        ),
     ]
     for name, make in (
         ("astchunk", astchunk_chunker),
@@ -391,14 +421,15 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name}: not installed, skipped")
             continue
         docs = make_docs()
-        print(f"{name}: {len(docs)} chunks", flush=True)
+        tails = sum(1 for d in docs if d.tail_text)
+        print(f"{name}: {len(docs)} chunks" + (f", {tails} with a tail vector" if tails else ""))
         ranks = evaluate(docs, targets, emb, qvecs)
         rows.append((name, len(docs), ranks))
     print(f"\n(embedded {emb.computed} new texts in {emb.seconds:.0f} s)\n")
     for method in ("dense", "bm25", "hybrid"):
         print(f"== {method}")
         print(
-            f"{'chunker':26} {'chunks':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6}"
+            f"{'chunker':31} {'chunks':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6}"
             f"   {'half A R@5/MRR':>15} {'half B R@5/MRR':>15}"
         )
         for name, n, ranks in rows:
@@ -407,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
             a = metrics([r[i] for i in sorted(halves[0])])
             b = metrics([r[i] for i in sorted(halves[1])])
             print(
-                f"{name:26} {n:7d} {r1:6.3f} {r5:6.3f} {r10:6.3f} {mrr:6.3f}"
+                f"{name:31} {n:7d} {r1:6.3f} {r5:6.3f} {r10:6.3f} {mrr:6.3f}"
                 f"   {a[1]:7.3f}/{a[3]:.3f} {b[1]:7.3f}/{b[3]:.3f}"
             )
         print()
