@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer.chunker import chunk
+from codechunkd.indexer.chunker import chunk, chunk_many
 
 Checker = Any
 _STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -134,3 +135,40 @@ def test_generated_data_files_keep_the_invariants(
         data = text.encode()
         chunks = chunk(path, data, ChunkingSettings(budget=budget), count_tokens=_zero)
         check(data, chunks, budget)
+
+
+def nws(text: str) -> int:
+    return sum(1 for ch in text if ch not in " \t\r\n\f\v")
+
+
+@pytest.mark.slow
+def test_every_stdlib_file_keeps_the_invariants_at_the_default_budget() -> None:
+    """The benchmark corpus, all of it (bench/chunking.py): coverage, spans, budget, parents."""
+    import numpy as np
+
+    budget = ChunkingSettings().budget
+    not_ws = np.ones(256, dtype=bool)
+    not_ws[list(b" \t\r\n\f\v")] = False
+    files = [
+        (str(p), p.read_bytes().decode("utf-8", "replace").encode())
+        for p in sorted(_STDLIB.rglob("*.py"))
+        if "site-packages" not in p.parts
+    ]
+    assert len(files) > 1000
+    pairs = iter(files)
+    for (path, source), chunks in zip(
+        files, chunk_many(pairs, workers=2, count_tokens=_zero), strict=True
+    ):
+        cover = np.zeros(len(source), dtype=np.int32)
+        ids = {c.id for c in chunks}
+        assert len(ids) == len(chunks), path
+        for c in chunks:
+            assert c.parent_id is None or c.parent_id in ids, path
+            if c.synthetic:
+                continue
+            assert c.content == source[c.start_byte : c.end_byte].decode(), (path, c.symbol)
+            cover[c.start_byte : c.end_byte] += 1
+            if len(c.content) > budget and nws(c.content) > budget:
+                assert len(c.content.split()) == 1, (path, c.kind, c.symbol, c.start_line)
+        counted = not_ws[np.frombuffer(source, dtype=np.uint8)]
+        assert bool((cover[counted] == 1).all()), (path, int((cover[counted] != 1).sum()))
