@@ -5,23 +5,53 @@
    (raw texts/s: the limit), then indexed cold by ``codechunkd index`` in a
    child process (embedded chunks/s end to end).  The ratio says how much of
    the embedder's speed the pipeline keeps.
-2. Memory: peak RSS of ``codechunkd index`` (cold) on repositories of growing
-   size; bounded means it does not grow with the number of files.
+2. Memory: peak RSS of ``codechunkd index`` (cold, a fresh child process per
+   size) on repositories of growing size; bounded means it does not grow with
+   the number of files.  Two kinds of run (``--rss-backend``):
+
+   - ``standin``: pipeline memory.  The embeddings come from a local stand-in
+     for an OpenAI-compatible ``/v1/embeddings`` server, started by this bench
+     on 127.0.0.1, answering with cheap deterministic vectors (384 dimensions
+     from a hash of each text, L2-normalised); the product's ``remote`` backend
+     talks to it.  What is measured is everything but the model: reading blobs,
+     chunking, tokenising, the embedding cache, LanceDB writes, the manifest.
+     Fast enough for 5,000 to 15,000 files.
+   - ``default``: the default backend (onnx, the bundled model) with the window
+     cut to ``--rss-window`` tokens; the model's fixed cost is included.  Slow:
+     ~20-50 texts/s on a 2-core VM.
+
+   Each row gives the peak RSS of the whole command and its peak up to the end
+   of the sync (``sync_done``); after the sync, ``codechunkd index`` builds the
+   IVF-PQ vector index when the table has ``index.vector_index_rows`` rows.
+
+   The repositories are real code nobody on this project wrote: ``.py`` files
+   of the standard library and of the virtualenv's site-packages (about 15,000
+   of 2-200 KB), in a fixed shuffled order so every size draws from the same
+   mix, committed with their directory structure into a fresh git repository.
 
     .venv/bin/python bench/cold.py --files 40 --rss-files 50,200 --rss-window 32
+    .venv/bin/python bench/cold.py --files 0 --rss-backend standin --rss-files 500,1000,2000,5000
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import numpy as np
 
 from codechunkd.config import load_settings
 from codechunkd.indexer.chunker import chunk
@@ -56,10 +86,96 @@ def make_repo(files: list[Path], name: str) -> Path:
     return repo
 
 
+STANDIN_MODEL = "standin-hash-384"
+STANDIN_DIM = 384
+VECTOR_INDEX_ROWS = load_settings(env={}).index.vector_index_rows
+
+
+class _StandIn(BaseHTTPRequestHandler):
+    """``POST /v1/embeddings``: a deterministic unit vector per text, from its hash."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for i, text in enumerate(texts):
+            raw = hashlib.shake_256(text.encode()).digest(STANDIN_DIM)
+            vec = np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 127.5
+            vec /= np.linalg.norm(vec)
+            data.append({"object": "embedding", "index": i, "embedding": vec.round(5).tolist()})
+        out = json.dumps({"object": "list", "model": body["model"], "data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def standin_server() -> Iterator[dict[str, str]]:
+    """A local stand-in embeddings server; yields the env that points the product at it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="standin", daemon=True)
+    thread.start()
+    try:
+        yield {
+            "CODECHUNKD_EMBEDDING_BACKEND": "remote",
+            "CODECHUNKD_EMBEDDING_REMOTE_URL": f"http://127.0.0.1:{server.server_port}/v1",
+            "CODECHUNKD_EMBEDDING_REMOTE_MODEL": STANDIN_MODEL,
+            "CODECHUNKD_EMBEDDING_REMOTE_DIMENSION": str(STANDIN_DIM),
+            "NO_PROXY": "127.0.0.1",
+            "no_proxy": "127.0.0.1",
+        }
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def code_pool() -> list[tuple[Path, str]]:
+    """(file, path in the repo) of every stdlib and site-packages ``.py`` file of 2-200 KB.
+
+    Shuffled with a fixed seed: the first n of the pool are a sample of the
+    same mix for every n, so sizes compare like with like.
+    """
+    paths = sysconfig.get_paths()
+    pool: list[tuple[Path, str]] = []
+    for root, prefix in ((Path(paths["stdlib"]), "stdlib"), (Path(paths["purelib"]), "site")):
+        for f in sorted(root.rglob("*.py")):
+            rel = f.relative_to(root)
+            if "site-packages" in rel.parts or "__pycache__" in rel.parts:
+                continue
+            if f.is_file() and 2_000 < f.stat().st_size < 200_000:
+                pool.append((f, f"{prefix}/{rel}"))
+    random.Random(7).shuffle(pool)
+    return pool
+
+
+def _vm_hwm_mib(pid: int) -> float | None:
+    """A live process's peak RSS so far (``VmHWM``), MiB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def cold_index(
-    repo: Path, index: Path, env: dict[str, str]
+    repo: Path, index: Path, env: dict[str, str], phases: dict[str, float] | None = None
 ) -> tuple[dict[str, object], float, float]:
-    """(report, wall seconds, peak RSS MiB) of `codechunkd index` in a child process."""
+    """(report, wall seconds, peak RSS MiB) of `codechunkd index` in a child process.
+
+    ``phases["sync"]`` receives the child's peak RSS when it logged ``sync_done``
+    (the pipeline; what follows is the vector index build, when due).
+    """
     shutil.rmtree(index, ignore_errors=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -72,14 +188,27 @@ def cold_index(
             "--index-dir",
             str(index),
             "--json",
+            *(["-v"] if phases is not None else []),  # info lines: sync_done
         ],
         env=dict(os.environ, **env),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
+    err = proc.stderr
+
+    def watch_log() -> None:
+        for line in err:
+            if "sync_done" in line and phases is not None:
+                hwm = _vm_hwm_mib(proc.pid)
+                if hwm is not None:
+                    phases["sync"] = hwm
+
+    watcher = threading.Thread(target=watch_log, daemon=True)
+    watcher.start()
     out = proc.stdout.read()
+    watcher.join()
     _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
     proc.returncode = os.waitstatus_to_exitcode(status)
     assert proc.returncode == 0, out
@@ -89,14 +218,48 @@ def cold_index(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--rss-files", default="50,200")
-    ap.add_argument("--rss-window", type=int, default=32)
+    ap.add_argument("--files", type=int, default=40, help="files of the ratio part (0: skip it)")
+    ap.add_argument("--rss-files", default="50,200", help="repository sizes of the memory part")
+    ap.add_argument("--rss-window", type=int, default=32, help="model window of default runs")
+    ap.add_argument(
+        "--rss-backend",
+        choices=("default", "standin", "both"),
+        default="both",
+        help="memory part: the default backend, the local stand-in server, or both",
+    )
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.files > 0:
+        ratio(args.files)
+    sizes = [int(x) for x in args.rss_files.split(",") if x]
+    pool = code_pool()
+    print(f"\ncode pool: {len(pool)} .py files (stdlib + site-packages, 2-200 KB, shuffled)")
+    if len(pool) < max(sizes, default=0):
+        sys.exit(f"only {len(pool)} files available, asked for {max(sizes)}")
+    if args.rss_backend in ("standin", "both"):
+        with standin_server() as env:
+            memory(
+                "pipeline memory, embeddings from a local stand-in server "
+                f"(remote backend, {STANDIN_DIM}-d hash vectors)",
+                pool,
+                sizes,
+                env,
+                "standin",
+            )
+    if args.rss_backend in ("default", "both"):
+        env = {"CODECHUNKD_EMBEDDING_MAX_SEQ_LENGTH": str(args.rss_window)}
+        memory(
+            f"default backend (onnx, bundled model), window {args.rss_window} tokens",
+            pool,
+            sizes,
+            env,
+            "default",
+        )
 
+
+def ratio(n_files: int) -> None:
     settings = load_settings(env={})
-    files = stdlib_files(args.files)
+    files = stdlib_files(n_files)
     counter = counter_for(settings.embedding.model)
     texts: dict[str, None] = {}
     for f in files:
@@ -111,40 +274,68 @@ def main() -> None:
     raw = len(ordered) / (time.perf_counter() - t0)
     print(f"backend {settings.embedding.backend}: raw {raw:.2f} texts/s on {len(ordered)} texts")
 
-    repo = make_repo(files, f"cold-{args.files}")
-    report, wall, rss = cold_index(repo, OUT / f"cold-index-{args.files}", {})
+    repo = make_repo(files, f"cold-{n_files}")
+    report, wall, rss = cold_index(repo, OUT / f"cold-index-{n_files}", {})
     e2e_total = int(report["embedded"]) / wall  # type: ignore[call-overload]
     e2e_sync = int(report["embedded"]) / float(report["seconds"])  # type: ignore[arg-type]
     print(
-        f"codechunkd index (cold, {args.files} files): {report['embedded']} embedded in "
+        f"codechunkd index (cold, {n_files} files): {report['embedded']} embedded in "
         f"{report['seconds']} s of sync ({wall:.1f} s with process start), peak RSS {rss:.0f} MiB"
     )
     print(f"end-to-end / raw: {e2e_sync / raw:.3f} (sync), {e2e_total / raw:.3f} (whole command)")
 
-    print(f"\npeak RSS of a cold index by size (window {args.rss_window}):")
-    env = {"CODECHUNKD_EMBEDDING_MAX_SEQ_LENGTH": str(args.rss_window)}
-    root = Path(sysconfig.get_paths()["stdlib"])
-    every = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts)
-    for n in (int(x) for x in args.rss_files.split(",")):
-        repo = make_repo_tree(every[:n], f"rss-{n}", root)
-        report, wall, rss = cold_index(repo, OUT / f"rss-index-{n}", env)
+
+def memory(
+    label: str, pool: list[tuple[Path, str]], sizes: list[int], env: dict[str, str], tag: str
+) -> None:
+    """Peak RSS of a cold `codechunkd index`, one fresh child per repository size."""
+    print(f"\npeak RSS of a cold index by size: {label}")
+    print(
+        f"  {'files':>6}  {'chunks':>7}  {'embedded':>8}  {'wall s':>7}  {'peak RSS MiB':>12}"
+        f"  {'of it, sync MiB':>16}  {'vector index':>12}"
+    )
+    peaks: dict[int, float] = {}
+    syncs: dict[int, float] = {}
+    for n in sizes:
+        repo = make_repo_tree(pool[:n], f"rss-{n}")
+        phases: dict[str, float] = {}
+        index = OUT / f"rss-index-{tag}-{n}-{os.getpid()}"
+        report, wall, rss = cold_index(repo, index, env, phases)
+        shutil.rmtree(index, ignore_errors=True)
+        peaks[n] = rss
+        syncs[n] = phases.get("sync", float("nan"))
+        vector = "yes" if int(report["chunks"]) >= VECTOR_INDEX_ROWS else "no"  # type: ignore[call-overload]
         print(
-            f"  {n:>6} files  {report['chunks']:>7} chunks  {wall:7.1f} s  peak RSS {rss:6.0f} MiB"
+            f"  {n:>6}  {report['chunks']:>7}  {report['embedded']:>8}  {wall:7.1f}  {rss:12.0f}"
+            f"  {syncs[n]:16.0f}  {vector:>12}",
+            flush=True,
+        )
+    if len(peaks) > 1:
+        lo, hi = min(peaks), max(peaks)
+        print(
+            f"  growth, {hi} files / {lo} files: peak RSS {peaks[hi] / peaks[lo]:.2f}, "
+            f"peak RSS up to sync_done {syncs[hi] / syncs[lo]:.2f}"
         )
 
 
-def make_repo_tree(files: list[Path], name: str, root: Path) -> Path:
+def make_repo_tree(files: list[tuple[Path, str]], name: str) -> Path:
+    """A fresh git repository of these files (one commit), cached by name and file list."""
     repo = OUT / name
+    listing = "\n".join(rel for _, rel in files)
+    stamp = repo / ".git" / "bench-files"
+    if stamp.is_file() and stamp.read_text() == listing:
+        return repo
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
     env = dict(os.environ, **GIT_ENV)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, env=env)
-    for f in files:
-        dst = repo / f.relative_to(root)
+    for f, rel in files:
+        dst = repo / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f, dst)
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "add", "-Af", "."], cwd=repo, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "x"], cwd=repo, check=True, env=env)
+    stamp.write_text(listing)
     return repo
 
 
