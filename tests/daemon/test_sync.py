@@ -214,6 +214,33 @@ def test_interrupted_run_is_repaired(repo: Repo, indexer: Indexer) -> None:
     assert indexer.store.state(git.source.id).pending is None  # type: ignore[union-attr]
 
 
+def test_new_files_are_appended_but_orphan_rows_are_replaced(repo: Repo, indexer: Indexer) -> None:
+    """New paths are appended (no merge); a path with rows but no ``files`` row is replaced."""
+    from dataclasses import replace
+
+    from codechunkd.indexer.changes import GitSource
+    from codechunkd.storage import schema as S
+    from codechunkd.storage.store import quote
+
+    repo.write("a.py", PY)
+    repo.write("b.py", "def b(x):\n    return x\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    first = indexer.rows()
+    assert len({r["id"] for r in first}) == len(first)
+    # a crash after the chunks commit of b.py, before its files row and the state
+    git = GitSource(repo.path)
+    indexer.store._open(S.FILES).delete(f"path = {quote('b.py')}")
+    state = indexer.store.state(git.source.id)
+    assert state is not None
+    indexer.store.put_state(replace(state, pending="x" * 40))
+    report = indexer.sync(repo.path)
+    assert report.full and report.added == 1  # b.py, which the manifest does not hold
+    again = indexer.rows()
+    assert sorted(r["id"] for r in again) == sorted(r["id"] for r in first)  # no duplicates
+    assert set(indexer.store.manifest(git.source.id)) == {"a.py", "b.py"}
+
+
 def test_other_model_is_a_clear_error(repo: Repo, indexer: Indexer, settings) -> None:  # type: ignore[no-untyped-def]
     repo.write("a.py", "a = 1\n")
     repo.commit()

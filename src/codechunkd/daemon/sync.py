@@ -184,10 +184,11 @@ class Syncer:
             commit=changes.head.commit,
             full=changes.full,
         )
-        todo, deletes = self._plan(changes, manifest, stale_settings, report)
+        todo, deletes, known = self._plan(changes, manifest, stale_settings, report)
+        del manifest
         if todo or deletes:
             self.store.put_state(self._state(git, state, changes, pending=True))
-            self._apply(git, changes, todo, deletes, report, progress)
+            self._apply(git, changes, todo, deletes, known, report, progress)
         if todo or deletes or state is None or self._state_moved(state, changes):
             self.store.put_state(self._state(git, state, changes, pending=False))
         else:
@@ -292,7 +293,13 @@ class Syncer:
         manifest: dict[str, FileRecord],
         stale_settings: bool,
         report: SyncReport,
-    ) -> tuple[list[FileVersion], list[str]]:
+    ) -> tuple[list[FileVersion], list[str], set[str]]:
+        """(files to index, paths to delete, paths that may have rows in the index).
+
+        Rows of a path not in the manifest exist only after a crash, and a crash
+        leaves the state pending, which makes the next sync full: a full sync
+        also looks for paths with chunk rows.
+        """
         todo: list[FileVersion] = []
         deletes: list[str] = []
         wanted: set[str] = set()
@@ -306,8 +313,9 @@ class Syncer:
             if rec is not None and rec.blob == v.blob and not stale_settings:
                 continue
             todo.append(v)
+        known = set(manifest)
         if changes.full:
-            known = set(manifest) | self.store.chunk_paths(changes.source.id)
+            known |= self.store.chunk_paths(changes.source.id)
             deletes.extend(sorted(known - wanted - set(deletes)))
         # an exact rename is a delete and an add of the same blob
         deleted_blobs = Counter(manifest[p].blob for p in deletes if p in manifest)
@@ -324,7 +332,7 @@ class Syncer:
             report.unchanged = len(wanted) - report.added - report.changed - report.renamed
         else:
             report.unchanged = len(manifest) - report.changed - len(deletes)
-        return todo, deletes
+        return todo, deletes, known
 
     def _apply(
         self,
@@ -332,6 +340,7 @@ class Syncer:
         changes: ChangeSet,
         todo: Sequence[FileVersion],
         deletes: Sequence[str],
+        known: set[str],
         report: SyncReport,
         progress: Progress | None,
     ) -> None:
@@ -347,8 +356,9 @@ class Syncer:
             embedded_before, reused_before = report.embedded, report.reused
             ready = self._embed(read, report)
             t1 = time.monotonic()
+            new = not dels and not any(v.path in known for v in batch)
             self.store.write_batch(
-                git.source, changes.head, ready, dels, model_id=self.embedder.model_id
+                git.source, changes.head, ready, dels, model_id=self.embedder.model_id, new=new
             )
             written = sum(len(f.chunks) for f in ready)
             done += len(batch) + len(dels)

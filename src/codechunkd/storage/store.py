@@ -348,8 +348,14 @@ class IndexStore:
         deletes: Sequence[str],
         *,
         model_id: str,
+        new: bool = False,
     ) -> None:
-        """Replace the rows of ``files`` and remove ``deletes``, in one commit per table."""
+        """Replace the rows of ``files`` and remove ``deletes``, in one commit per table.
+
+        ``new``: the caller knows no path of ``files`` has rows and ``deletes`` is
+        empty (a cold index), so the rows are appended.  A ``merge_insert`` joins
+        the batch with the whole table: its memory grows with the table.
+        """
         paths = [f.path for f in files] + list(deletes)
         if not paths:
             return
@@ -358,6 +364,11 @@ class IndexStore:
         chunks = self._open(S.CHUNKS)
         rows = self._chunk_rows(source, head, files, model_id, now, chunks.schema)
         try:
+            if new and not deletes:
+                if rows.num_rows:
+                    chunks.add(rows)
+                self._open(S.FILES).add(self._file_rows(source, files, now))
+                return
             if rows.num_rows:
                 (
                     chunks.merge_insert("id")
