@@ -227,10 +227,10 @@ def _module_summary(root: Node) -> str:
     """First sentence of a Python module's docstring, or ``""``."""
     if not root.named_child_count:
         return ""
-    first = root.named_children[0]
-    if first.type == "expression_statement" and first.named_child_count:
-        first = first.named_children[0]
-    if first.type != "string":
+    first = root.named_child(0)
+    if first is not None and first.type == "expression_statement":
+        first = first.named_child(0)
+    if first is None or first.type != "string":
         return ""
     return _summary(_clean_string((first.text or b"").decode("utf-8", "replace")))
 
@@ -394,10 +394,10 @@ def _docstring(defn: Node, comments: tuple[Node, ...], rules: Rules) -> str:
     if rules.python_docstrings:
         body = body_of(defn)
         if body is not None and body.named_child_count:
-            first = body.named_children[0]
-            if first.type == "expression_statement" and first.named_child_count:
-                first = first.named_children[0]
-            if first.type in ("string", "concatenated_string"):
+            first = body.named_child(0)
+            if first is not None and first.type == "expression_statement":
+                first = first.named_child(0)
+            if first is not None and first.type in ("string", "concatenated_string"):
                 return _clean_string((first.text or b"").decode("utf-8", "replace"))
     if not comments:
         return ""
