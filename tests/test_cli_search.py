@@ -1,0 +1,50 @@
+"""`codechunkd search` with no daemon: the query vector from a child process, a quick exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from codechunkd.config.settings import Settings
+from tests.conftest import Indexer, Repo
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+
+
+def _env(embedder) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return dict(os.environ, CODECHUNKD_EMBEDDING_ONNX_DIR=embedder._settings.onnx_dir)
+
+
+def test_search_without_a_daemon_finds_the_function_and_survives_a_closed_pipe(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    repo.write("geo.py", "def haversine_distance(a, b):\n    return great_circle(a, b)\n")
+    repo.write("text.py", "def slugify(title):\n    return title.lower().replace(' ', '-')\n")
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    argv = [EXE, "search", "distance between two points on a sphere", "--index-dir"]
+    done = subprocess.run(
+        [*argv, str(index_dir), "--json"], capture_output=True, text=True, env=_env(embedder)
+    )
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout)
+    assert hits[0]["symbol"] == "haversine_distance"
+
+    # `codechunkd search ... | head -1`: the reader leaves early; no traceback, exit 0
+    proc = subprocess.Popen(
+        [*argv, str(index_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(embedder)
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err
