@@ -10,6 +10,8 @@ every file against the manifest.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import queue
 import threading
@@ -377,6 +379,8 @@ class Syncer:
             )
             if progress:
                 progress(done, total, report.chunks)
+            del ready, read
+            _release_freed_memory()
 
     def _prepared(
         self,
@@ -532,3 +536,24 @@ class Syncer:
         report.embedded += len(missing)
         report.reused += n_chunks - len(missing)
         return out
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return None
+
+
+def _release_freed_memory() -> None:
+    """Give the heap's free pages back to the system after a batch (glibc only).
+
+    Batches are allocated and freed by several threads (reader, embedder, LanceDB's
+    runtime); glibc keeps what they freed in per-thread arenas, so a long cold index
+    drifts upward although its live data does not grow (bench/cold.py).
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
