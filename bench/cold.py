@@ -73,19 +73,6 @@ def stdlib_files(n: int) -> list[Path]:
     return files[:n]
 
 
-def make_repo(files: list[Path], name: str) -> Path:
-    repo = OUT / name
-    shutil.rmtree(repo, ignore_errors=True)
-    repo.mkdir(parents=True)
-    env = dict(os.environ, **GIT_ENV)
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, env=env)
-    for f in files:
-        shutil.copyfile(f, repo / f.name)
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
-    subprocess.run(["git", "commit", "-qm", "x"], cwd=repo, check=True, env=env)
-    return repo
-
-
 STANDIN_MODEL = "standin-hash-384"
 STANDIN_DIM = 384
 VECTOR_INDEX_ROWS = load_settings(env={}).index.vector_index_rows
@@ -274,7 +261,7 @@ def ratio(n_files: int) -> None:
     raw = len(ordered) / (time.perf_counter() - t0)
     print(f"backend {settings.embedding.backend}: raw {raw:.2f} texts/s on {len(ordered)} texts")
 
-    repo = make_repo(files, f"cold-{n_files}")
+    repo = make_repo_tree([(f, f.name) for f in files], f"cold-{n_files}")
     report, wall, rss = cold_index(repo, OUT / f"cold-index-{n_files}", {})
     e2e_total = int(report["embedded"]) / wall  # type: ignore[call-overload]
     e2e_sync = int(report["embedded"]) / float(report["seconds"])  # type: ignore[arg-type]

@@ -334,7 +334,6 @@ def evaluate(
     tvecs = emb.embed([docs[i].tail_text for i in tailed]) if tailed else None
     bm25 = BM25([d.sparse_text for d in docs])
     weights = np.array([d.weight for d in docs])
-    w = None if bool((weights == 1.0).all()) else weights
     by_path: dict[str, list[int]] = {}
     for i, d in enumerate(docs):
         by_path.setdefault(d.path, []).append(i)
@@ -348,14 +347,10 @@ def evaluate(
             sims[tailed] = np.maximum(sims[tailed], tvecs @ qvecs[qi])
         dense = np.argsort(-sims, kind="stable")
         sparse = np.argsort(-bm25.scores(t.query), kind="stable")
-        if w is not None:  # one ranking through RRF: the search's score in that mode
-            dense, sparse, both = (
-                rrf(dense, weights=w),
-                rrf(sparse, weights=w),
-                rrf(dense, sparse, weights=w),
-            )
-        else:
-            both = rrf(dense, sparse)
+        both = rrf(dense, sparse, weights=weights)
+        # one ranking through weighted RRF: the search's score in that mode (all-1 weights,
+        # the peers', keep the order)
+        dense, sparse = rrf(dense, weights=weights), rrf(sparse, weights=weights)
         for name, order in (("dense", dense), ("bm25", sparse), ("hybrid", both)):
             rank = 0
             for r, i in enumerate(order[:100], start=1):

@@ -387,13 +387,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         embedder = query_embedder(settings)
         child: query_child.ChildQueryEmbedder | None = None
-        warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
+        warm: threading.Thread | None = None
         if proc is not None:
             embedder = child = query_child.ChildQueryEmbedder(embedder, proc, args.query)
         elif args.mode != "text":  # load the model on a thread meanwhile
+            warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
             warm.start()
         index = open_index(settings=settings, embedder=embedder)
-        if warm.is_alive():
+        if warm is not None:
             warm.join()
         try:
             found = index.search(

@@ -358,7 +358,7 @@ class Syncer:
             embedded_before, reused_before = report.embedded, report.reused
             ready = self._embed(read, report)
             t1 = time.monotonic()
-            new = not dels and not any(v.path in known for v in batch)
+            new = not any(v.path in known for v in batch)
             self.store.write_batch(
                 git.source, changes.head, ready, dels, model_id=self.embedder.model_id, new=new
             )
