@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from codechunkd import __version__
+from codechunkd import __version__, heap
 from codechunkd.config import Settings, load_settings
 from codechunkd.errors import CodechunkdError
 
@@ -219,8 +219,6 @@ def cmd_index(args: argparse.Namespace) -> int:
         try:
             syncer = Syncer(settings, store, embedder, cache)
             report = syncer.sync(git, progress=_ProgressBar())
-            if report.chunks:
-                syncer.build_vector_index_if_due()
         finally:
             cache.close()
     _print_report(report, args)
@@ -634,6 +632,7 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
     if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
         from codechunkd import logs
 

@@ -282,13 +282,53 @@ def test_vector_index_is_built_once_due_and_new_rows_stay_searchable(
     repo.write("a.py", PY)
     repo.commit()
     ix.sync(repo.path)
-    assert not ix.store.has_vector_index()  # never after a sync
-    assert ix.syncer.upkeep(force=True)
-    assert ix.store.has_vector_index()
+    assert ix.store.has_vector_index()  # trained by the sync that reached 5 rows
     assert not ix.syncer.build_vector_index_if_due()  # once
     repo.write("b.py", "def frobnicate_widgets(count):\n    return count * 2\n")
     ix.sync(repo.path)
+    assert ix.store.unindexed()[0] > 0
     query = embedder.embed(["frobnicate widgets"])[0]
     hits = Searcher(ix.store).search("frobnicate widgets", query, k=3, mode=Mode.VECTOR)
     assert hits[0].symbol == "frobnicate_widgets"  # an unindexed row is still found
+    assert ix.syncer.upkeep(force=True)  # the daemon's scheduled upkeep folds it in
+    assert ix.store.unindexed() == (0, 0)
+    hits = Searcher(ix.store).search("frobnicate widgets", query, k=3, mode=Mode.VECTOR)
+    assert hits[0].symbol == "frobnicate_widgets"
+    ix.close()
+
+
+def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
+    repo: Repo, tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    from codechunkd.storage.search import Mode, Searcher
+
+    settings = load_settings(
+        env={
+            "CODECHUNKD_INDEX_VECTOR_INDEX_ROWS": "4",
+            "CODECHUNKD_INDEX_FOLD_ROWS": "8",
+            "CODECHUNKD_INDEX_BATCH_FILES": "1",
+        },
+        overrides={"index.dir": str(tmp_path / "ix")},
+    )
+    ix = Indexer(settings, embedder)
+    names = [f"worker_{i}" for i in range(12)]
+    for i, name in enumerate(names):
+        body = "".join(f"    step_{j} = {i} * {j}\n" for j in range(3))
+        repo.write(f"pkg/m{i}.py", f"def {name}(x):\n{body}    return x\n\n\nVALUE_{i} = {i}\n")
+    repo.commit()
+    ix.sync(repo.path)  # 12 commits of one file each: folds every few batches, not at the end
+    tbl = ix.store.chunks_table()
+    rows = tbl.count_rows()
+    assert rows >= 24
+    pending_rows, pending_fragments = ix.store.unindexed()
+    assert pending_rows < 8 and pending_fragments < 12
+    assert len(tbl.to_lance().get_fragments()) < 12  # compacted on the way
+    fts = tbl.index_stats("fts_text_idx")
+    assert fts.num_indices > 1  # deltas, not rebuilds
+    assert fts.num_indexed_rows + fts.num_unindexed_rows == rows
+    searcher = Searcher(ix.store)
+    for name in (names[0], names[5], names[11]):
+        query = embedder.embed([name.replace("_", " ")])[0]
+        for mode in (Mode.TEXT, Mode.HYBRID):
+            assert any(h.symbol == name for h in searcher.search(name, query, k=5, mode=mode))
     ix.close()

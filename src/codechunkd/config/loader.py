@@ -187,6 +187,7 @@ def validate(s: Settings) -> None:
     positive = {
         "index.batch_files": s.index.batch_files,
         "index.compact_fragments": s.index.compact_fragments,
+        "index.fold_rows": s.index.fold_rows,
         "index.vector_index_rows": s.index.vector_index_rows,
         "embedding.batch_size": s.embedding.batch_size,
         "embedding.max_seq_length": s.embedding.max_seq_length,

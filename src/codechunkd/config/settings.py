@@ -44,13 +44,19 @@ class IndexSettings:
     keep_versions_hours: float = 1.0
     """Old table versions younger than this are kept when the writer compacts the table."""
     compact_fragments: int = 32
-    """The writer compacts the tables when ``chunks`` has this many data fragments."""
+    """The writer folds new rows in (see ``fold_rows``) when this many data fragments of
+    ``chunks`` were written since the last fold (each commit writes one)."""
+    fold_rows: int = 65_536
+    """The writer folds new rows in when this many rows of ``chunks`` are not in its indexes
+    yet, during a sync as well as after one: their fragments are compacted into fragments of
+    up to this many rows and the indexes get a delta for them. What a fold holds in memory
+    depends on this, not on the size of the table."""
     batch_files: int = 256
     """At most this many changed files are written in one table commit."""
     vector_index_rows: int = 50_000
-    """Once ``chunks`` has this many rows, an IVF-PQ vector index is built (by the daemon's
-    upkeep job, or at the end of ``codechunkd index``); below it exact search is fast enough.
-    Rows written later stay searchable and are folded in at the next compaction."""
+    """Once ``chunks`` has this many rows, an IVF-PQ vector index is trained on them (during
+    the sync that gets there); below it exact search is fast enough. Rows written later stay
+    searchable and are added to the index by the next fold."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,8 +10,6 @@ every file against the manifest.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import hashlib
 import queue
 import threading
@@ -28,6 +26,7 @@ import numpy.typing as npt
 import structlog
 
 from codechunkd.config.settings import Settings
+from codechunkd.heap import release_freed_memory
 from codechunkd.indexer.changes import ChangeSet, FileVersion, GitSource, Matcher, blob_id
 from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
 from codechunkd.indexer.embedder import Embedder
@@ -202,25 +201,38 @@ class Syncer:
         return report
 
     def upkeep(self, *, force: bool = False) -> bool:
-        """Compact the tables when writes have fragmented them (the writer, between batches).
+        """Keep ``chunks`` indexed and unfragmented (the writer, after each batch and sync).
 
-        ``force`` (the daemon's scheduled upkeep) compacts regardless and builds the
-        vector index when it is due: minutes at 100k rows, so never after a sync.
+        The full-text index is created as soon as the table has rows, the vector index once
+        it has ``index.vector_index_rows``; both while they are small. Later rows are folded
+        in (``IndexStore.fold``) once ``index.fold_rows`` rows or ``index.compact_fragments``
+        fragments are new, so no step ever works on the whole table and a cold index of a
+        large repository stays within the memory of a small one. ``force`` (the daemon's
+        scheduled upkeep) folds whatever is new. Returns whether it folded.
         """
         self.store.ensure_fts()
-        if not force and self.store.fragments() < self.settings.index.compact_fragments:
+        self.build_vector_index_if_due()
+        rows, fragments = self.store.unindexed()
+        idx = self.settings.index
+        if not (
+            fragments and (force or fragments >= idx.compact_fragments or rows >= idx.fold_rows)
+        ):
             return False
         t0 = time.monotonic()
-        self.store.compact(timedelta(hours=self.settings.index.keep_versions_hours))
-        log.info("tables_compacted", ms=round((time.monotonic() - t0) * 1000))
-        if force:
-            self.build_vector_index_if_due()
+        self.store.fold(
+            timedelta(hours=idx.keep_versions_hours),
+            fragment_rows=idx.fold_rows,
+            merge=rows < idx.fold_rows // 4,  # a trickle: into the latest delta, not a new one
+        )
+        log.info("folded", rows=rows, fragments=fragments, ms=round((time.monotonic() - t0) * 1000))
         return True
 
     def build_vector_index_if_due(self) -> bool:
-        """Build the IVF-PQ index once the table has ``index.vector_index_rows`` rows."""
-        rows = self.store.count()[1]
-        if rows < self.settings.index.vector_index_rows or self.store.has_vector_index():
+        """Train the IVF-PQ index once the table has ``index.vector_index_rows`` rows."""
+        if self.store.has_vector_index():
+            return False
+        rows = self.store.rows()
+        if rows < self.settings.index.vector_index_rows:
             return False
         t0 = time.monotonic()
         self.store.build_vector_index()
@@ -380,7 +392,8 @@ class Syncer:
             if progress:
                 progress(done, total, report.chunks)
             del ready, read
-            _release_freed_memory()
+            self.upkeep()
+            release_freed_memory()  # batches come and go: return their pages
 
     def _prepared(
         self,
@@ -536,24 +549,3 @@ class Syncer:
         report.embedded += len(missing)
         report.reused += n_chunks - len(missing)
         return out
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        return None
-
-
-def _release_freed_memory() -> None:
-    """Give the heap's free pages back to the system after a batch (glibc only).
-
-    Batches are allocated and freed by several threads (reader, embedder, LanceDB's
-    runtime); glibc keeps what they freed in per-thread arenas, so a long cold index
-    drifts upward although its live data does not grow (bench/cold.py).
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
