@@ -20,7 +20,7 @@ Python's recursion limit.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -71,12 +71,14 @@ class Piece:
     symbol: str
     scope: Scope
     parent: Piece | Anchor | None
-    synthetic_text: str | None = None
     defn: Node | None = None
     comments: tuple[Node, ...] = ()
+    name: str = ""
+    synthetic_text: str | None = None
     part: int = 0
     names: tuple[str, ...] = ()
-    name: str = ""
+    cid: str | None = None
+    """The chunk id, once known (``None`` for a piece that is only whitespace)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -96,7 +98,6 @@ class _Ctx:
     parent: Piece | Anchor | None
     glue_kind: str
     glue_symbol: str
-    depth: int
 
 
 @dataclass(slots=True, eq=False)
@@ -146,19 +147,31 @@ def _word_cuts(src: bytes, a: int, b: int, budget: int, cuts: list[int]) -> None
 class CodeSplitter:
     """Splits one parsed file into :class:`Piece` objects (see the module docstring)."""
 
-    def __init__(self, src: bytes, rules: Rules, budget: int, *, merge_siblings: bool) -> None:
+    def __init__(
+        self,
+        src: bytes,
+        rules: Rules,
+        budget: int,
+        *,
+        merge_siblings: bool,
+        plain_kinds: dict[int, bool] | None = None,
+    ) -> None:
+        """``plain_kinds`` caches ``rules.plain`` by node kind id: pass the same dict for
+        the files of one grammar (and rules), or none."""
         self.src = src
         self.rules = rules
         self.budget = max(1, budget)
         self.merge = merge_siblings or rules.merge_defs
         self.out: list[Piece] = []
-        self._stack: list[Callable[[], None]] = []
+        self._stack: list[tuple[_Seg | None, int, int, _Ctx]] = []  # (seg, a, b, ctx) to do
+        self._plain = plain_kinds if plain_kinds is not None else {}
+        self._prefixes: dict[Scope, str] = {}  # scope -> its qualified name
 
     # -- entry points -----------------------------------------------------------------
 
     def split_tree(self, root: Node, *, kind: str = "module") -> list[Piece]:
         """Pieces of the whole file, in file order (synthetic pieces before their members)."""
-        ctx = _Ctx((), None, kind, "", 0)
+        ctx = _Ctx((), None, kind, "")
         n = len(self.src)
         children = root.children
         if not children:
@@ -172,16 +185,27 @@ class CodeSplitter:
         self, children: list[Node], a: int, b: int, *, kind: str, symbol: str
     ) -> None:
         """Append the pieces of a region ``[a, b)`` made of ``children`` (no scope)."""
-        self._layout(self._units(children), a, b, _Ctx((), None, kind, symbol, 0))
+        self._layout(self._units(children), a, b, _Ctx((), None, kind, symbol))
         self._run()
 
     def _run(self) -> None:
         stack = self._stack
         while stack:
-            stack.pop()()
+            seg, a, b, ctx = stack.pop()
+            if seg is None:
+                self._leaf(a, b, ctx)
+            elif seg.kind == "glue":
+                self._glue_piece(seg, a, b, ctx)
+            else:
+                self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
     def _size(self, a: int, b: int) -> int:
         return len(self.src[a:b].translate(None, _NOT_COUNTED))
+
+    def _gap_size(self, a: int, b: int) -> int:
+        """:meth:`_size` of the text between units, usually blank (and cheaper to test)."""
+        gap = self.src[a:b]
+        return 0 if not gap or gap.isspace() else len(gap.translate(None, _NOT_COUNTED))
 
     # -- units -------------------------------------------------------------------------
 
@@ -190,6 +214,7 @@ class CodeSplitter:
         attached = rules.attached
         wrappers = rules.wrappers
         spec_of = rules.spec
+        plain = self._plain
         src = self.src
         units: list[_Unit] = []
         append = units.append
@@ -199,16 +224,19 @@ class CodeSplitter:
         todo.reverse()
         while todo:
             c = todo.pop()
-            t = c.type
-            if not pending and t not in attached and t != "ERROR" and t not in wrappers:
-                spec = spec_of(c, t)
-                if spec is None:  # the common case: plain code
+            if not pending:
+                kind_id = c.kind_id
+                is_plain = plain.get(kind_id)
+                if is_plain is None:
+                    is_plain = plain[kind_id] = rules.plain(c)
+                if is_plain:  # the common case: code that is no definition
                     s0, e0 = c.start_byte, c.end_byte
                     append(
                         _Unit(s0, e0, c, None, None, len(src[s0:e0].translate(None, _NOT_COUNTED)))
                     )
                     prev_end = e0
                     continue
+            t = c.type
             if t == "ERROR" and c.child_count:
                 # syntax error: tree-sitter's recovered pieces are units of their own
                 todo.extend(reversed(c.children))
@@ -227,14 +255,16 @@ class CodeSplitter:
                 if defn is not None:
                     spec = rules.spec(defn)
             if spec is not None and defn is not None:
-                k = len(pending)
-                pos = c.start_byte
-                while k > 0 and src.count(b"\n", max(pending[k - 1].end_byte - 1, 0), pos) <= 1:
-                    k -= 1
-                    pos = pending[k].start_byte
-                for p in pending[:k]:
-                    units.append(self._glue(p))
-                comments = tuple(pending[k:])
+                comments: tuple[Node, ...] = ()
+                if pending:  # the comments right above it (no blank line between) are its
+                    k = len(pending)
+                    pos = c.start_byte
+                    while k > 0 and src.count(b"\n", max(pending[k - 1].end_byte - 1, 0), pos) <= 1:
+                        k -= 1
+                        pos = pending[k].start_byte
+                    for p in pending[:k]:
+                        units.append(self._glue(p))
+                    comments = tuple(pending[k:])
                 start = comments[0].start_byte if comments else c.start_byte
                 size = self._size(start, c.end_byte)
                 if comments and size > self.budget:
@@ -248,7 +278,8 @@ class CodeSplitter:
                 for p in pending:
                     units.append(self._glue(p))
                 units.append(self._glue(c))
-            pending = []
+            if pending:
+                pending = []
             prev_end = c.end_byte
         for p in pending:
             units.append(self._glue(p))
@@ -270,14 +301,16 @@ class CodeSplitter:
             body_id = body.id if body is not None else -1
             flatten = self.rules.flatten
             for c in node.children:
-                if c.id == body_id:
+                if c.id != body_id:
+                    out.append(c)
+                elif not flatten:
+                    out.extend(c.children)
+                else:
                     for b in c.children:
                         if b.type in flatten:
                             out.extend(b.children)
                         else:
                             out.append(b)
-                else:
-                    out.append(c)
             return
         done = False
         for c in node.children:
@@ -294,15 +327,6 @@ class CodeSplitter:
 
     # -- layout ------------------------------------------------------------------------
 
-    def _mergeable(self, u: _Unit) -> bool:
-        spec = u.spec
-        return (
-            self.merge
-            and spec is not None
-            and spec.mode in ("leaf", "nest")
-            and u.size <= self.budget
-        )
-
     def _layout(self, units: list[_Unit], lo: int, hi: int, ctx: _Ctx) -> None:
         """Tile ``[lo, hi)`` with segments of ``units`` and schedule them, in order.
 
@@ -310,12 +334,16 @@ class CodeSplitter:
         its small pieces merge with their neighbours across levels, as cAST does.
         """
         budget = self.budget
+        merge = self.merge
         segs: list[_Seg] = []
         cur: _Seg | None = None
         work = units[::-1]
         while work:
             u = work.pop()
-            if u.spec is not None and not self._mergeable(u):
+            spec = u.spec
+            if spec is not None and not (
+                merge and spec.mode in ("leaf", "nest") and u.size <= budget
+            ):
                 cur = None
                 segs.append(_Seg("def", [u], u.size))
                 continue
@@ -341,15 +369,18 @@ class CodeSplitter:
                 segs.append(cur)
             cur.units.append(u)
             cur.size += u.size
+        stack = self._stack
         if not segs:
-            self._stack.append(lambda: self._leaf(lo, hi, ctx))
+            stack.append((None, lo, hi, ctx))
             return
-        tasks: list[Callable[[], None]] = []
-        for i, seg in enumerate(segs):
+        # each segment runs from its first unit to the next segment's (the first from lo,
+        # the last to hi); pushed in reverse, so that they run in file order
+        b = hi
+        for i in range(len(segs) - 1, -1, -1):
+            seg = segs[i]
             a = lo if i == 0 else seg.units[0].start
-            b = hi if i == len(segs) - 1 else segs[i + 1].units[0].start
-            tasks.append(self._task(seg, a, b, ctx))
-        self._stack.extend(reversed(tasks))
+            stack.append((seg, a, b, ctx))
+            b = a
 
     def _open(self, u: _Unit) -> list[_Unit] | None:
         """The pieces of an oversized unit: its children (and the text between), or lines."""
@@ -361,12 +392,12 @@ class CodeSplitter:
         src = self.src
         pos = u.start
         for c in self._units(node.children):
-            if c.start > pos and src[pos : c.start].strip(_WS):
+            if c.start > pos and not src[pos : c.start].isspace():
                 out.extend(self._text_units(pos, c.start))
             out.append(c)
             if c.end > pos:
                 pos = c.end
-        if u.end > pos and src[pos : u.end].strip(_WS):
+        if u.end > pos and not src[pos : u.end].isspace():
             out.extend(self._text_units(pos, u.end))
         return out
 
@@ -380,11 +411,6 @@ class CodeSplitter:
             if size:
                 out.append(_Unit(x, y, None, None, None, size))
         return out
-
-    def _task(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> Callable[[], None]:
-        if seg.kind == "glue":
-            return lambda: self._glue_piece(seg, a, b, ctx)
-        return lambda: self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
     def _emit(self, p: Piece) -> None:
         par = p.parent
@@ -421,7 +447,7 @@ class CodeSplitter:
         if not defs:
             self._leaf(a, b, ctx)
             return
-        names = tuple(name_of(u.defn) for u in defs if u.defn is not None)
+        names = tuple(name_of(u.defn, self.src) for u in defs if u.defn is not None)
         # text after the segment's own units (closing tokens of the enclosing node) must
         # not push it over the budget: it then becomes a piece of its own
         core_end = seg.units[-1].end
@@ -434,17 +460,7 @@ class CodeSplitter:
             assert u.spec is not None and u.defn is not None
             kind, symbol = self._kind_symbol(u.spec, names[0], ctx.scope)
             self._emit(
-                Piece(
-                    a,
-                    end,
-                    kind,
-                    symbol,
-                    ctx.scope,
-                    ctx.parent,
-                    defn=u.defn,
-                    comments=u.comments,
-                    name=names[0],
-                )
+                Piece(a, end, kind, symbol, ctx.scope, ctx.parent, u.defn, u.comments, names[0])
             )
         else:
             symbols = tuple(self._qualify(ctx.scope, n) for n in names if n)
@@ -466,10 +482,13 @@ class CodeSplitter:
     # -- definitions -------------------------------------------------------------------
 
     def _qualify(self, scope: Scope, name: str) -> str:
-        names = [n for _, n, _ in scope[-_MAX_SCOPE:] if n]
-        if name:
-            names.append(name)
-        return self.rules.separator.join(names)
+        sep = self.rules.separator
+        prefix = self._prefixes.get(scope)
+        if prefix is None:
+            prefix = self._prefixes[scope] = sep.join(n for _, n, _ in scope[-_MAX_SCOPE:] if n)
+        if not name:
+            return prefix
+        return f"{prefix}{sep}{name}" if prefix else name
 
     def _kind_symbol(self, spec: DefSpec, name: str, scope: Scope) -> tuple[str, str]:
         kind = spec.kind
@@ -481,16 +500,12 @@ class CodeSplitter:
         spec = u.spec
         defn = u.defn
         assert spec is not None and defn is not None
-        name = name_of(defn)
+        name = name_of(defn, self.src)
         kind, symbol = self._kind_symbol(spec, name, ctx.scope)
-        inner_scope: Scope = ctx.scope
-        if spec.kind and (name or spec.mode != "scope"):
-            inner_scope = (*ctx.scope, (kind, name, spec.mode))
-        depth = ctx.depth + 1
         units: list[_Unit] | None = None
-        if spec.mode in ("class", "scope"):
+        if spec.mode == "class" or spec.mode == "scope":
             units = self._units(self._expand(u))
-            if any(x.spec is not None and x.spec.kind for x in units):
+            if _has_member_definitions(units):
                 parent = ctx.parent
                 if spec.mode == "class":
                     header = Piece(
@@ -500,35 +515,34 @@ class CodeSplitter:
                         symbol,
                         ctx.scope,
                         ctx.parent,
+                        defn,
+                        u.comments,
+                        name,
                         synthetic_text=self._header_text(u, units),
-                        defn=defn,
-                        comments=u.comments,
-                        name=name,
                     )
                     self.out.append(header)
                     parent = header
                 glue_kind = "block" if spec.mode == "class" else ctx.glue_kind
                 glue_symbol = symbol if spec.mode == "class" else ctx.glue_symbol
-                self._layout(units, a, b, _Ctx(inner_scope, parent, glue_kind, glue_symbol, depth))
+                inner = _Ctx(_inner_scope(ctx, spec, kind, name), parent, glue_kind, glue_symbol)
+                self._layout(units, a, b, inner)
                 return
-        fits = self._size(a, b) <= self.budget
-        tail = not fits and b > core_end and self._size(a, core_end) <= self.budget
-        if fits or tail:
+        if a <= u.start and u.end <= b:  # sizes add up: the unit's own is known
+            size = self._gap_size(a, u.start) + u.size + self._gap_size(u.end, b)
+        else:
+            size = self._size(a, b)
+        budget = self.budget
+        if size <= budget:
             self.out.append(
-                Piece(
-                    a,
-                    core_end if tail else b,
-                    kind,
-                    symbol,
-                    ctx.scope,
-                    ctx.parent,
-                    defn=defn,
-                    comments=u.comments,
-                    name=name,
-                )
+                Piece(a, b, kind, symbol, ctx.scope, ctx.parent, defn, u.comments, name)
             )
-            if tail:
-                self._leaf(core_end, b, ctx)
+            return
+        if b > core_end and self._size(a, core_end) <= budget:
+            # the closing tokens after it (of the enclosing node) make it too big: alone
+            self.out.append(
+                Piece(a, core_end, kind, symbol, ctx.scope, ctx.parent, defn, u.comments, name)
+            )
+            self._leaf(core_end, b, ctx)
             return
         # Over the budget: cAST recursion; the first piece stands for the definition.
         if units is None:
@@ -543,7 +557,9 @@ class CodeSplitter:
             scope=ctx.scope,
         )
         glue_kind = kind if spec.mode == "nest" else "block"
-        self._layout(units, a, b, _Ctx(inner_scope, anchor, glue_kind, symbol, depth))
+        self._layout(
+            units, a, b, _Ctx(_inner_scope(ctx, spec, kind, name), anchor, glue_kind, symbol)
+        )
 
     def _header_text(self, u: _Unit, units: list[_Unit]) -> str:
         """A class header: its own text with each member definition cut to its signature."""
@@ -555,7 +571,8 @@ class CodeSplitter:
                 continue
             sig_start = x.node.start_byte
             parts.append(src[pos:sig_start])
-            parts.append(_signature_bytes(src, x.defn, sig_start, elide=True))
+            body = body_of(x.defn)
+            parts.append(_signature_bytes(src, x.defn, body, sig_start, self.rules, elide=True))
             pos = x.end
         parts.append(src[pos : u.end])
         text = b"".join(parts)
@@ -564,22 +581,45 @@ class CodeSplitter:
         return text.decode("utf-8", "replace")
 
 
-def _signature_bytes(src: bytes, defn: Node, start: int, *, elide: bool) -> bytes:
-    body = body_of(defn)
+def _inner_scope(ctx: _Ctx, spec: DefSpec, kind: str, name: str) -> Scope:
+    """The scope of a definition's members: the definition's, plus the definition."""
+    if spec.kind and (name or spec.mode != "scope"):
+        return (*ctx.scope, (kind, name, spec.mode))
+    return ctx.scope
+
+
+def _has_member_definitions(units: list[_Unit]) -> bool:
+    # a loop, not any(generator): closing a generator that stopped early raises
+    # GeneratorExit in it, which costs more than the test (this runs once per class)
+    for x in units:  # noqa: SIM110
+        if x.spec is not None and x.spec.kind:
+            return True
+    return False
+
+
+def _signature_bytes(
+    src: bytes, defn: Node, body: Node | None, start: int, rules: Rules, *, elide: bool
+) -> bytes:
     if body is None or body.start_byte <= start:
         end = defn.end_byte
         nl = src.find(b"\n", start, end)
         if elide and nl >= 0:
             return src[start:nl].rstrip() + b" ..."
         return src[start:end].rstrip()
-    end = body.start_byte
-    prev = body.prev_sibling
-    while prev is not None and prev.type.endswith("comment") and prev.start_byte > start:
-        end = prev.start_byte
-        prev = prev.prev_sibling
-    if prev is not None and prev.start_byte >= start:
-        end = prev.end_byte
-    sig = src[start : max(end, start)].rstrip()
+    head = src[start : body.start_byte]
+    extras = rules.extras_starts
+    if extras and head.isascii() and len(head.translate(None, extras)) == len(head):
+        # no comment (nor line continuation) lies before the body: the tree need not be read
+        sig = head.rstrip()
+    else:
+        end = body.start_byte
+        prev = body.prev_sibling
+        while prev is not None and prev.type.endswith("comment") and prev.start_byte > start:
+            end = prev.start_byte
+            prev = prev.prev_sibling
+        if prev is not None and prev.start_byte >= start:
+            end = prev.end_byte
+        sig = src[start : max(end, start)].rstrip()
     if not elide:
         return sig
     if src[body.start_byte : body.start_byte + 1] == b"{":
@@ -587,11 +627,14 @@ def _signature_bytes(src: bytes, defn: Node, start: int, *, elide: bool) -> byte
     return sig + b" ..."
 
 
-def signature_text(src: bytes, defn: Node, start: int | None = None) -> str:
-    """The declaration line(s) of a definition, without its body (multi-line parameters kept)."""
-    raw = _signature_bytes(src, defn, defn.start_byte if start is None else start, elide=False)
+def signature_text(src: bytes, defn: Node, body: Node | None, rules: Rules) -> str:
+    """The declaration line(s) of a definition, without its body (multi-line parameters kept).
+
+    ``body`` is ``body_of(defn)``.
+    """
+    raw = _signature_bytes(src, defn, body, defn.start_byte, rules, elide=False)
     text = raw.decode("utf-8", "replace").rstrip()
-    if body_of(defn) is None:
+    if body is None:
         first = text.split("\n", 1)[0]
         return first.rstrip().rstrip("{;").rstrip()
     return text.rstrip("{:;").rstrip()

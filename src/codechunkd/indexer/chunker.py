@@ -47,7 +47,8 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
+from operator import attrgetter
 from typing import Final
 
 from tree_sitter import Node, Parser
@@ -119,12 +120,41 @@ class Chunk:
         """The context header that ``embed_text`` puts before the content."""
         return self.embed_text[: len(self.embed_text) - len(self.content) - 1]
 
+    def __reduce__(self) -> tuple[Callable[..., Chunk], tuple[object, ...]]:
+        # chunk_many sends chunks between processes: pickled as their field values, they
+        # cost ~1/5 of the dataclass's __getstate__/__setstate__ (loops over fields() in
+        # Python, then sets each field through object.__setattr__ as the class is frozen)
+        return _new_chunk, _field_values(self)
+
+
+_field_values: Final = attrgetter(*(f.name for f in fields(Chunk)))
+#: Chunk's twin without ``frozen``: same slots in the same order, so the same memory layout.
+_ChunkBuilder: Final = make_dataclass(
+    "_ChunkBuilder", [f.name for f in fields(Chunk)], slots=True, eq=False, repr=False
+)
+
+
+def _new_chunk(*values: object) -> Chunk:
+    """``Chunk(**dict(zip(field_names, values)))``, at a quarter of the cost.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    with ~2,400 chunks per MB of code that showed in profiles.  The twin's ``__init__``
+    stores the fields directly, then the object becomes a Chunk (a layout-compatible
+    ``__class__`` assignment, checked by CPython).
+    """
+    c = _ChunkBuilder(*values)
+    c.__class__ = Chunk
+    built: Chunk = c
+    return built
+
 
 _WS: Final = b" \t\r\n\f\v"
 _COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
-_STR_PREFIX: Final = re.compile(r"^[rRbBuUfF]*")
+_STR_PREFIXES: Final = "rRbBuUfF"
+_DOCSTRING_START: Final = re.compile(rb"[ \t\r\n\f\v]*[rRbBuUfF]*['\"]")
 _SENTENCE: Final = re.compile(r"(.+?[.!?])(?:\s|$)")
 _local = threading.local()
+_PLAIN_KINDS: Final[dict[str, dict[int, bool]]] = {}  # language -> CodeSplitter's plain_kinds
 
 
 def _parser(language: str) -> Parser:
@@ -161,7 +191,13 @@ def chunk(
         if lang == "rst":
             pieces = split_rst(source, tree.root_node, budget)
         else:
-            splitter = CodeSplitter(source, rules, budget, merge_siblings=settings.merge_siblings)
+            splitter = CodeSplitter(
+                source,
+                rules,
+                budget,
+                merge_siblings=settings.merge_siblings,
+                plain_kinds=_PLAIN_KINDS.setdefault(lang, {}),
+            )
             kind = "section" if lang == "markdown" else "module"
             pieces = splitter.split_tree(tree.root_node, kind=kind)
             if rules.python_docstrings:
@@ -245,22 +281,23 @@ def _finish(
     module_note: str = "",
 ) -> list[Chunk]:
     """Trim the pieces, give them text, lines, ids and context headers, count their tokens."""
-    ids: dict[int, str | None] = {}
     seen: dict[tuple[str, str], int] = {}
     rows: list[tuple[Piece, str, int, int, int, int, str, str, str, str, str]] = []
     module_id: str | None = None
-    line_pos, line_no = 0, 1  # a cursor: pieces come (almost always) in file order
+    # a cursor: line_no is the line of byte line_pos (pieces come, almost always, in file
+    # order, so each newline is counted once)
+    line_pos, line_no = 0, 1
     sha256 = hashlib.sha256
     notes: dict[int, str] = {}  # synthetic class piece -> first sentence of its docstring
     prefix = f"{path}\0".encode()
+    file_words = f"in file {path} ({module_note})" if module_note else f"in file {path}"
     for p in pieces:
-        a, b = p.start, p.end
-        seg = src[a:b]
-        stripped = seg.strip(_WS)
+        seg = src[p.start : p.end]
+        rest = seg.lstrip(_WS)
+        stripped = rest.rstrip(_WS)
         if not stripped:
-            ids[id(p)] = None
-            continue
-        a += len(seg) - len(seg.lstrip(_WS))
+            continue  # p.cid stays None: its children take its parent
+        a = p.start + len(seg) - len(rest)
         b = a + len(stripped)
         synthetic = p.synthetic_text is not None
         if p.synthetic_text is not None:
@@ -272,28 +309,28 @@ def _finish(
         key = (p.kind, chash)
         occ = seen.get(key, 0)
         seen[key] = occ + 1
-        cid = sha256(prefix + f"{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
-        ids[id(p)] = cid
+        cid = p.cid = sha256(prefix + f"{p.kind}\0{chash}\0{occ}".encode()).hexdigest()[:32]
         if module_id is None and p.kind == "module" and not synthetic:
             module_id = cid
         if a < line_pos:
             line_pos, line_no = 0, 1
-        line_no += src.count(b"\n", line_pos, a)
-        line_pos = a
-        end_line = (
-            line_no + stripped.count(b"\n")
-            if not synthetic
-            else (line_no + src.count(b"\n", a, b - 1))
-        )
+        start_line = line_no + src.count(b"\n", line_pos, a)
+        if synthetic:  # its members come next, inside [a, b)
+            end_line = start_line + src.count(b"\n", a, b - 1)
+            line_pos, line_no = a, start_line
+        else:  # the text ends with no newline: b is on its last line
+            end_line = start_line + stripped.count(b"\n")
+            line_pos, line_no = b, end_line
         signature = docstring = ""
         if p.defn is not None:
-            signature = signature_text(src, p.defn)
-            docstring = _docstring(p.defn, p.comments, rules)
+            body = body_of(p.defn)
+            signature = signature_text(src, p.defn, body, rules)
+            docstring = _docstring(src, body, p.comments, rules)
         note = notes.get(id(p.parent)) if isinstance(p.parent, Piece) else None
         if synthetic and docstring:
             notes[id(p)] = _summary(docstring)
-        embed = _header(p, path, note, module_note) + "\n" + text
-        rows.append((p, cid, line_no, end_line, a, b, text, chash, signature, docstring, embed))
+        embed = f"{_header(p, note)} {file_words}\n{text}"
+        rows.append((p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed))
     counter = count_tokens
     if counter is None:
         from codechunkd.indexer.tokens import counter_for
@@ -303,46 +340,32 @@ def _finish(
     out: list[Chunk] = []
     for row, n in zip(rows, counts, strict=True):
         p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed = row
-        parent = _resolve(p.parent, ids)
+        parent = _resolve(p.parent)
         if parent is None and module_id is not None and cid != module_id:
             parent = module_id
         names = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
-        out.append(
-            Chunk(
-                id=cid,
-                path=path,
-                language=language,
-                kind=p.kind,
-                symbol=p.symbol,
-                parent_id=parent,
-                start_line=start_line,
-                end_line=end_line,
-                start_byte=a,
-                end_byte=b,
-                content=text,
-                content_hash=chash,
-                token_count=n,
-                signature=signature,
-                docstring=docstring,
-                embed_text=embed,
-                synthetic=p.synthetic_text is not None,
-                names=names,
-                part=p.part,
-            )
-        )
+        # the fields in Chunk's order: id, path, language, kind, symbol, parent_id,
+        # start_line, end_line, start_byte, end_byte, content, content_hash, token_count,
+        # signature, docstring, embed_text, synthetic, names, part
+        # fmt: off
+        out.append(_new_chunk(
+            cid, path, language, p.kind, p.symbol, parent,
+            start_line, end_line, a, b, text, chash, n,
+            signature, docstring, embed, p.synthetic_text is not None, names, p.part,
+        ))
+        # fmt: on
     return out
 
 
-def _resolve(parent: Piece | Anchor | None, ids: dict[int, str | None]) -> str | None:
+def _resolve(parent: Piece | Anchor | None) -> str | None:
     for _ in range(1000):
         if parent is None:
             return None
         if isinstance(parent, Anchor):
             parent = parent.target if parent.target is not None else parent.parent
             continue
-        cid = ids.get(id(parent))
-        if cid is not None:
-            return cid
+        if parent.cid is not None:
+            return parent.cid
         parent = parent.parent
     return None
 
@@ -355,57 +378,66 @@ def _summary(doc: str) -> str:
     return " ".join(words[:16]) + (" …" if len(words) > 16 else "")
 
 
-def _header(p: Piece, path: str, note: str | None = None, module_note: str = "") -> str:
-    """The context header in words: ``method load in class DataLoader in file src/x.py``.
+_NAMED_KINDS: Final = ("section", "key", "table")
 
-    ``note`` (the first sentence of the enclosing class's docstring) follows the class,
-    ``module_note`` (the module docstring's) the file.
+
+def _header(p: Piece, note: str | None) -> str:
+    """The context header in words, up to its file: ``method load in class DataLoader``.
+
+    ``note`` (the first sentence of the enclosing class's docstring) follows the class;
+    the caller appends ``in file src/x.py`` and the module docstring's first sentence.
     """
-    words: list[str] = []
-    if p.kind in ("section", "key", "table") and p.symbol:
-        words.append(f"{p.kind} {p.symbol}")
-    elif p.defn is not None:
-        words.append(f"{p.kind} {p.name}" if p.name else p.kind)
+    kind = p.kind
+    if kind in _NAMED_KINDS and p.symbol:
+        return f"{kind} {p.symbol}"
+    if p.defn is not None:
+        lead = f"{kind} {p.name}" if p.name else kind
         if p.part:
-            words.append(f"(part {p.part})")
+            lead = f"{lead} (part {p.part})"
     elif p.names:
         listed = ", ".join(p.names[:8]) + (", …" if len(p.names) > 8 else "")
-        words.append(f"{p.kind} with {listed}")
-    elif p.kind == "module":
-        words.append("module code")
-    elif p.kind == "block":
-        words.append(f"code (part {p.part})" if p.part else "code")
+        lead = f"{kind} with {listed}"
+    elif kind == "module":
+        lead = "module code"
+    elif kind == "block":
+        lead = f"code (part {p.part})" if p.part else "code"
     else:
-        words.append(p.kind)
-    if not (p.kind in ("section", "key", "table") and p.symbol):
-        for kind, scope_name, _ in reversed(p.scope[-4:]):
-            if kind and scope_name:
-                words.append(f"in {kind} {scope_name}")
-                if note:
-                    words.append(f"({note})")
-                    note = None
-    words.append(f"in file {path}")
-    if module_note:
-        words.append(f"({module_note})")
+        lead = kind
+    if not p.scope:
+        return lead
+    words = [lead]
+    for scope_kind, scope_name, _ in reversed(p.scope[-4:]):
+        if scope_kind and scope_name:
+            words.append(f"in {scope_kind} {scope_name}")
+            if note:
+                words.append(f"({note})")
+                note = None
     return " ".join(words)
 
 
-def _docstring(defn: Node, comments: tuple[Node, ...], rules: Rules) -> str:
-    if rules.python_docstrings:
-        body = body_of(defn)
-        if body is not None and body.named_child_count:
-            first = body.named_child(0)
-            if first is not None and first.type == "expression_statement":
-                first = first.named_child(0)
-            if first is not None and first.type in ("string", "concatenated_string"):
-                return _clean_string((first.text or b"").decode("utf-8", "replace"))
+def _docstring(src: bytes, body: Node | None, comments: tuple[Node, ...], rules: Rules) -> str:
+    """A definition's docstring (Python) or the doc comments before it; ``body`` is its body."""
+    # the body's first statement is a string only if the body starts like one: the tree is
+    # read for those only (most definitions have no docstring)
+    if (
+        rules.python_docstrings
+        and body is not None
+        and body.named_child_count
+        and _DOCSTRING_START.match(src, body.start_byte) is not None
+    ):
+        first = body.named_child(0)
+        if first is not None and first.type == "expression_statement":
+            first = first.named_child(0)
+        if first is not None and first.type in ("string", "concatenated_string"):
+            raw = src[first.start_byte : first.end_byte]
+            return _clean_string(raw.decode("utf-8", "replace"))
     if not comments:
         return ""
     lines: list[str] = []
     for c in comments:
         if c.type not in ("comment", "line_comment", "block_comment", "doc_comment"):
             continue
-        text = (c.text or b"").decode("utf-8", "replace").strip()
+        text = src[c.start_byte : c.end_byte].decode("utf-8", "replace").strip()
         if text.endswith("*/"):
             text = text[:-2]
         for line in text.splitlines():
@@ -414,7 +446,7 @@ def _docstring(defn: Node, comments: tuple[Node, ...], rules: Rules) -> str:
 
 
 def _clean_string(text: str) -> str:
-    text = _STR_PREFIX.sub("", text, count=1)
+    text = text.lstrip(_STR_PREFIXES)
     for q in ('"""', "'''", '"', "'"):
         if text.startswith(q) and text.endswith(q) and len(text) >= 2 * len(q):
             text = text[len(q) : -len(q)]

@@ -21,7 +21,7 @@ it can and by the cAST recursion over named children everywhere else.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -140,6 +140,10 @@ class Rules:
     """Definitions that fit are merged with their neighbours up to the budget (data keys)."""
     python_docstrings: bool = False
     """Docstrings are the first string statement of the body (Python)."""
+    extras_starts: bytes = b""
+    """First bytes of the grammar's extras other than whitespace (Python: ``#`` comments and
+    ``\\`` line continuations), or ``b""`` when not known.  In ASCII text without them,
+    only whitespace lies between a definition's declaration and its body."""
     function_values: bool = False
     """``const f = () => …`` counts as a function definition (JavaScript, TypeScript)."""
     _generic: dict[str, DefSpec | None] = field(default_factory=dict, compare=False, repr=False)
@@ -159,6 +163,19 @@ class Rules:
         if cached is _MISSING:
             cached = self._generic[t] = _generic_spec(t)
         return cached  # type: ignore[return-value]
+
+    def plain(self, node: Node) -> bool:
+        """Whether every node of ``node``'s kind is plain code.
+
+        Plain: never a definition, a wrapper, an attached comment or a syntax error,
+        whatever its content (the answer holds for its ``kind_id`` in its grammar).
+        """
+        t = node.type
+        if t in self.attached or t in self.wrappers or t == "ERROR":
+            return False
+        if self.function_values and t in _VALUE_DECLS:
+            return False  # ``const f = () => …`` is a definition, ``const x = 1`` is not
+        return self.spec(node, t) is None
 
     def unwrap(self, node: Node) -> Node | None:
         """The definition inside a wrapper node, or None when it wraps none."""
@@ -199,80 +216,108 @@ def body_of(node: Node) -> Node | None:
     return None
 
 
-def _text(node: Node) -> str:
-    raw = node.text
-    return raw.decode("utf-8", "replace") if raw is not None else ""
+def _text(node: Node, src: bytes) -> str:
+    # the file's bytes, sliced: cheaper than ``node.text`` (and the same bytes)
+    return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
-def name_of(node: Node) -> str:
-    """The name of a definition, as written (``load``, ``impl Display for Foo``), or ``""``."""
-    t = node.type
-    if t == "impl_item":
-        typ = node.child_by_field_name("type")
-        trait = node.child_by_field_name("trait")
-        if typ is None:
-            return "impl"
-        return f"impl {_text(trait)} for {_text(typ)}" if trait else f"impl {_text(typ)}"
-    if t == "method_declaration" and node.child_by_field_name("receiver") is not None:
-        recv = node.child_by_field_name("receiver")
-        name = node.child_by_field_name("name")
-        rtype = ""
-        if recv is not None:
-            rtype = (
-                _text(recv).strip("()").split()[-1].lstrip("*") if _text(recv).strip("()") else ""
-            )
-            rtype = rtype.split("[")[0]
-        return (
-            f"{rtype}.{_text(name)}" if rtype and name is not None else _text(name) if name else ""
-        )
-    if t in ("atx_heading", "setext_heading"):
-        return heading_text(node)
-    if t == "section":
-        for c in node.named_children:
-            if c.type in ("atx_heading", "setext_heading"):
-                return heading_text(c)
-        return ""
-    if t in ("pair", "block_mapping_pair", "flow_pair"):
-        key = node.child_by_field_name("key")
-        if key is None:
-            for c in node.named_children:
-                if c.type in ("bare_key", "quoted_key", "dotted_key", "string", "flow_node"):
-                    key = c
-                    break
-        return _text(key).strip().strip("\"'") if key is not None else ""
-    if t in ("table", "table_array_element"):
-        for c in node.named_children:
-            if c.type in ("bare_key", "quoted_key", "dotted_key"):
-                return _text(c).strip("\"'")
-        return ""
-    return _find_name(node, 0)
+def name_of(node: Node, src: bytes) -> str:
+    """The name of a definition, as written (``load``, ``impl Display for Foo``), or ``""``.
+
+    ``src`` is the source the tree was parsed from.
+    """
+    special = _NAME_READERS.get(node.type)
+    if special is not None:
+        return special(node, src)
+    return _find_name(node, src, 0)
 
 
-def _find_name(node: Node, depth: int) -> str:
+def _impl_name(node: Node, src: bytes) -> str:
+    typ = node.child_by_field_name("type")
+    trait = node.child_by_field_name("trait")
+    if typ is None:
+        return "impl"
+    if trait:
+        return f"impl {_text(trait, src)} for {_text(typ, src)}"
+    return f"impl {_text(typ, src)}"
+
+
+def _method_name(node: Node, src: bytes) -> str:
+    recv = node.child_by_field_name("receiver")
+    if recv is None:  # not a Go method: a method declaration of another language
+        return _find_name(node, src, 0)
     name = node.child_by_field_name("name")
-    if name is not None:
-        if name.type in _NAME_TYPES or name.child_count == 0:
-            return _text(name)
-        return _find_name(name, depth + 1) if depth < 4 else _text(name)[:80]
-    decl = node.child_by_field_name("declarator")
-    if decl is not None and depth < 6:
-        if decl.type in _NAME_TYPES:
-            return _text(decl)
-        return _find_name(decl, depth + 1)
+    receiver = _text(recv, src).strip("()")
+    rtype = receiver.split()[-1].lstrip("*").split("[")[0] if receiver else ""
+    if rtype and name is not None:
+        return f"{rtype}.{_text(name, src)}"
+    return _text(name, src) if name else ""
+
+
+def _section_name(node: Node, src: bytes) -> str:
     for c in node.named_children:
-        if c.type in _NAME_TYPES:
-            return _text(c)
-        if c.type in ("variable_declarator", "type_spec", "assignment_statement", "variable_list"):
-            return _find_name(c, depth + 1) if depth < 6 else ""
+        if c.type in ("atx_heading", "setext_heading"):
+            return heading_text(c, src)
     return ""
 
 
-def heading_text(node: Node) -> str:
+def _pair_name(node: Node, src: bytes) -> str:
+    key = node.child_by_field_name("key")
+    if key is None:
+        for c in node.named_children:
+            if c.type in ("bare_key", "quoted_key", "dotted_key", "string", "flow_node"):
+                key = c
+                break
+    return _text(key, src).strip().strip("\"'") if key is not None else ""
+
+
+def _table_name(node: Node, src: bytes) -> str:
+    for c in node.named_children:
+        if c.type in ("bare_key", "quoted_key", "dotted_key"):
+            return _text(c, src).strip("\"'")
+    return ""
+
+
+def _find_name(node: Node, src: bytes, depth: int) -> str:
+    name = node.child_by_field_name("name")
+    if name is not None:
+        if name.type in _NAME_TYPES or name.child_count == 0:
+            return _text(name, src)
+        return _find_name(name, src, depth + 1) if depth < 4 else _text(name, src)[:80]
+    decl = node.child_by_field_name("declarator")
+    if decl is not None and depth < 6:
+        if decl.type in _NAME_TYPES:
+            return _text(decl, src)
+        return _find_name(decl, src, depth + 1)
+    for c in node.named_children:
+        if c.type in _NAME_TYPES:
+            return _text(c, src)
+        if c.type in ("variable_declarator", "type_spec", "assignment_statement", "variable_list"):
+            return _find_name(c, src, depth + 1) if depth < 6 else ""
+    return ""
+
+
+def heading_text(node: Node, src: bytes) -> str:
     """Text of a Markdown heading without its markers."""
     for c in node.named_children:
         if c.type in ("inline", "paragraph", "heading_content"):
-            return _text(c).strip()
-    return _text(node).strip().lstrip("#").strip()
+            return _text(c, src).strip()
+    return _text(node, src).strip().lstrip("#").strip()
+
+
+_NAME_READERS: dict[str, Callable[[Node, bytes], str]] = {
+    "impl_item": _impl_name,
+    "method_declaration": _method_name,
+    "atx_heading": heading_text,
+    "setext_heading": heading_text,
+    "section": _section_name,
+    "pair": _pair_name,
+    "block_mapping_pair": _pair_name,
+    "flow_pair": _pair_name,
+    "table": _table_name,
+    "table_array_element": _table_name,
+}
+"""Node types whose name is not found the generic way (:func:`_find_name`)."""
 
 
 _PY = Rules(
@@ -283,6 +328,7 @@ _PY = Rules(
     wrappers=frozenset({"decorated_definition"}),
     generic=False,
     python_docstrings=True,
+    extras_starts=b"#\\",
 )
 
 _JS_DEFS: dict[str, DefSpec] = {
