@@ -1,6 +1,7 @@
 """Embedding backends side by side, on the same real code chunks, in one run.
 
     .venv/bin/python bench/embedding.py [--n 300] [--backends torch,onnx,onnx-t2,onnx-int8,remote]
+                                        [--end-to-end 40]
 
 Chunks are functions and methods taken from the Python standard library (as
 they sit in their files, indentation included).  Each backend runs in its own
@@ -16,6 +17,11 @@ backend) over 127.0.0.1: its throughput is the onnx model's minus the protocol.
 
 The ONNX export is made once, before the runs, into ``--onnx-dir`` (a temporary
 directory by default), and its time is printed.
+
+Then, end to end (``--end-to-end N``, 0 to skip): the default backend's raw
+speed on N stdlib files' chunks against a cold ``codechunkd index`` of them
+(the ratio part of bench/cold.py, with the index's peak RSS), and the wall time
+of ``codechunkd search`` with no daemon on that index.
 """
 
 from __future__ import annotations
@@ -200,6 +206,12 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=2, help="runs per backend, round-robin; the best is shown"
     )
+    parser.add_argument(
+        "--end-to-end",
+        type=int,
+        default=40,
+        help="stdlib files for the end-to-end part (bench/cold.py's ratio; 0: skip it)",
+    )
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -272,6 +284,29 @@ def main() -> None:
             f"{'yes' if r['torch_imported'] else 'no':>6}  "
             f"{' '.join(f'{x:.1f}' for x in runs[name]):<18} {r['model_id']}"
         )
+    if args.end_to_end:
+        end_to_end(args.end_to_end)
+
+
+def end_to_end(n_files: int) -> None:
+    """The default backend inside the product: a cold index and a search without a daemon."""
+    from cold import OUT, ratio  # bench/cold.py, next to this file
+
+    print(f"\nend to end, default backend, {n_files} stdlib files (bench/cold.py --files N):")
+    ratio(n_files)
+    index = OUT / f"cold-index-{n_files}"
+    search = [sys.executable, "-m", "codechunkd", "search", "encode a string with base64"]
+    walls = []
+    for _ in range(5):
+        t = time.perf_counter()
+        cmd = [*search, "--index-dir", str(index), "--json"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - t)
+    print(
+        "codechunkd search without a daemon (5 runs, new process each): "
+        f"median {sorted(walls)[2]:.2f} s, max {max(walls):.2f} s"
+    )
+    print("peak RSS against repository size: bench/cold.py --rss-backend standin")
 
 
 if __name__ == "__main__":
