@@ -21,17 +21,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from codechunkd.errors import ModelMismatch, SchemaMismatch, StoreError
-from codechunkd.indexer.changes import Head, Source
-from codechunkd.indexer.chunker import Chunk
 from codechunkd.storage import schema as S
 from codechunkd.types import BlobId, SourceId
+
+if TYPE_CHECKING:  # at run time only the writer needs them: readers skip pygit2 and tree-sitter
+    from codechunkd.indexer.changes import Head, Source
+    from codechunkd.indexer.chunker import Chunk
 
 os.environ.setdefault("LANCEDB_LOG", "error")  # silence Rust WARN lines outside structlog
 
@@ -305,7 +307,7 @@ class IndexStore:
 
     @staticmethod
     def _state_from_row(r: Mapping[str, Any]) -> SourceState:
-        from codechunkd.indexer.changes import SourceKind
+        from codechunkd.indexer.changes import Source, SourceKind
 
         return SourceState(
             source=Source(
