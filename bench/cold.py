@@ -20,12 +20,11 @@
      cut to ``--rss-window`` tokens; the model's fixed cost is included.  Slow:
      ~20-50 texts/s on a 2-core VM.
 
-   Each row gives the peak RSS of the whole command and its peak up to the end
-   of the sync (``sync_done``).  The sync trains the IVF-PQ vector index when
-   the table reaches ``index.vector_index_rows`` rows and folds new rows into
-   the indexes every ``index.fold_rows`` rows (docs/operations.md): both are in
-   the figures from that size on, which is why the sizes worth comparing are
-   those past it (5,000 files and more).
+   Each row gives the peak RSS of the whole command.  The sync trains the
+   IVF-PQ vector index when the table reaches ``index.vector_index_rows`` rows
+   and folds new rows into the indexes every ``index.fold_rows`` rows
+   (docs/operations.md): both are in the figures from that size on, which is
+   why the sizes worth comparing are those past it (5,000 files and more).
 
    The repositories are real code nobody on this project wrote: ``.py`` files
    of the standard library and of the virtualenv's site-packages (about 11,600
@@ -48,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -147,62 +147,27 @@ def code_pool() -> list[tuple[Path, str]]:
     return pool
 
 
-def _vm_hwm_mib(pid: int) -> float | None:
-    """A live process's peak RSS so far (``VmHWM``), MiB."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return None
-
-
 def cold_index(
-    repo: Path, index: Path, env: dict[str, str], phases: dict[str, float] | None = None
+    repo: Path, index: Path, env: dict[str, str]
 ) -> tuple[dict[str, object], float, float]:
-    """(report, wall seconds, peak RSS MiB) of `codechunkd index` in a child process.
-
-    ``phases["sync"]`` receives the child's peak RSS when it logged ``sync_done``
-    (the pipeline; what follows is the vector index build, when due).
-    """
+    """(report, wall seconds, peak RSS MiB) of `codechunkd index` in a child process."""
     shutil.rmtree(index, ignore_errors=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "codechunkd",
-            "index",
-            str(repo),
-            "--index-dir",
-            str(index),
-            "--json",
-            *(["-v"] if phases is not None else []),  # info lines: sync_done
-        ],
-        env=dict(os.environ, **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    err = proc.stderr
-
-    def watch_log() -> None:
-        for line in err:
-            if "sync_done" in line and phases is not None:
-                hwm = _vm_hwm_mib(proc.pid)
-                if hwm is not None:
-                    phases["sync"] = hwm
-
-    watcher = threading.Thread(target=watch_log, daemon=True)
-    watcher.start()
-    out = proc.stdout.read()
-    watcher.join()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, out
+    cmd = [sys.executable, "-m", "codechunkd", "index", str(repo), "--index-dir", str(index)]
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [*cmd, "--json"],
+            env=dict(os.environ, **env),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        assert proc.returncode == 0, err.read()
     wall = time.perf_counter() - t0
     return json.loads(out), wall, usage.ru_maxrss / 1024
 
@@ -283,30 +248,24 @@ def memory(
     print(f"\npeak RSS of a cold index by size: {label}")
     print(
         f"  {'files':>6}  {'chunks':>7}  {'embedded':>8}  {'wall s':>7}  {'peak RSS MiB':>12}"
-        f"  {'of it, sync MiB':>16}  {'vector index':>12}"
+        f"  {'vector index':>12}"
     )
     peaks: dict[int, float] = {}
-    syncs: dict[int, float] = {}
     for n in sizes:
         repo = make_repo_tree(repo_files(pool, n), f"rss-{n}")
-        phases: dict[str, float] = {}
         index = OUT / f"rss-index-{tag}-{n}-{os.getpid()}"
-        report, wall, rss = cold_index(repo, index, env, phases)
+        report, wall, rss = cold_index(repo, index, env)
         shutil.rmtree(index, ignore_errors=True)
         peaks[n] = rss
-        syncs[n] = phases.get("sync", float("nan"))
         vector = "yes" if int(report["chunks"]) >= VECTOR_INDEX_ROWS else "no"  # type: ignore[call-overload]
         print(
             f"  {n:>6}  {report['chunks']:>7}  {report['embedded']:>8}  {wall:7.1f}  {rss:12.0f}"
-            f"  {syncs[n]:16.0f}  {vector:>12}",
+            f"  {vector:>12}",
             flush=True,
         )
     if len(peaks) > 1:
         lo, hi = min(peaks), max(peaks)
-        print(
-            f"  growth, {hi} files / {lo} files: peak RSS {peaks[hi] / peaks[lo]:.2f}, "
-            f"peak RSS up to sync_done {syncs[hi] / syncs[lo]:.2f}"
-        )
+        print(f"  growth, {hi} files / {lo} files: peak RSS {peaks[hi] / peaks[lo]:.2f}")
 
 
 def repo_files(pool: list[tuple[Path, str]], n: int) -> list[tuple[Path, str]]:

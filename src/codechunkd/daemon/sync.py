@@ -195,7 +195,8 @@ class Syncer:
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
         self.cache.evict()
-        self.upkeep()
+        if not (todo or deletes):  # else _apply kept the table in shape after each batch
+            self.upkeep()
         report.seconds = time.monotonic() - started
         log.info("sync_done", **report.as_dict())
         return report

@@ -426,7 +426,7 @@ def _docstring(src: bytes, body: Node | None, comments: tuple[Node, ...], rules:
         and _DOCSTRING_START.match(src, body.start_byte) is not None
     ):
         first = body.named_child(0)
-        if first is not None and first.type == "expression_statement":
+        if first is not None and first.type == "expression_statement" and first.named_child_count:
             first = first.named_child(0)
         if first is not None and first.type in ("string", "concatenated_string"):
             raw = src[first.start_byte : first.end_byte]
