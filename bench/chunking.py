@@ -28,10 +28,11 @@ Every chunker gets the same budget in non-whitespace characters.  Figures:
 - MB/s: corpus bytes over process CPU time of the chunker alone; codechunkd's
   token counting (the tokenizer of the embedding model) is timed separately.
 
-Throughput, after the table: tree-sitter's parse alone on one core (the ceiling
-of any tree-sitter chunker on one core), and ``codechunkd.chunk_many`` on
-``--workers`` processes (default: every CPU), in wall-clock MB/s.  tree-sitter
-holds the GIL while it parses, so it is processes that scale.
+Throughput, after the table: tree-sitter's parse alone, on one core and on
+``--workers`` processes (the ceilings of any tree-sitter chunker on this
+machine), and ``codechunkd.chunk_many`` on one and on ``--workers`` processes
+(default: every CPU), in wall-clock MB/s.  tree-sitter holds the GIL while it
+parses, so it is processes that scale.
 """
 
 from __future__ import annotations
@@ -326,9 +327,17 @@ def throughput(
     m = sum(len(cs) for cs in chunk_many(pairs, settings, workers=workers, count_tokens=_zero))
     many = time.perf_counter() - t0
     assert n == m, (n, m)
+    t0 = time.perf_counter()
+    parse_many(files, workers)
+    parse_wall = time.perf_counter() - t0
     mb = total / 1e6
     print("\nthroughput (MB of source per second)")
     print(f"  tree-sitter parse alone, 1 core (CPU time)      {mb / parse:6.2f}")
+    print(
+        f"  tree-sitter parse alone, {workers} processes (wall)"
+        f"{'':{max(0, 6 - len(str(workers)))}}{mb / parse_wall:6.2f}"
+        "   (the ceiling of any tree-sitter chunker here)"
+    )
     print(f"  codechunkd chunk(), 1 core (CPU time)           {mb / cpu_seconds:6.2f}")
     print(f"  codechunkd chunk_many, 1 process (wall)         {mb / one:6.2f}")
     print(
@@ -336,6 +345,30 @@ def throughput(
         f"{'':{max(0, 8 - len(str(workers)))}}{mb / many:6.2f}"
         f"   ({one / many:.2f}x one process)"
     )
+
+
+def parse_many(files: list[tuple[str, bytes, str]], workers: int) -> None:
+    """Parse every file on ``workers`` spawned processes, in batches as ``chunk_many`` does."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    batches: list[list[tuple[bytes, str]]] = [[]]
+    size = 0
+    for _, src, language in files:
+        batches[-1].append((src, language))
+        size += len(src)
+        if size >= 256 * 1024:
+            batches.append([])
+            size = 0
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        for _ in pool.map(_parse_batch, batches):
+            pass
+
+
+def _parse_batch(batch: list[tuple[bytes, str]]) -> None:
+    for src, language in batch:
+        get_parser(language).parse(src)
 
 
 def main(argv: list[str] | None = None) -> None:
