@@ -344,6 +344,7 @@ def throughput(
         f"  codechunkd chunk_many, {workers} processes (wall)"
         f"{'':{max(0, 8 - len(str(workers)))}}{mb / many:6.2f}"
         f"   ({one / many:.2f}x one process)"
+        + ("; under 2 MiB it works in-process" if total < 2 * 1024 * 1024 else "")
     )
 
 

@@ -527,19 +527,46 @@ def test_language_override_and_extension_setting(count_tokens: CountTokens) -> N
     assert chunk("x.tpl", src, language="python", count_tokens=count_tokens)[0].symbol == "f"
 
 
-def test_chunk_many_on_processes_equals_chunk_in_order() -> None:
-    """Worker processes give the same chunks, token counts included, in input order."""
+def _many_files(copies: int) -> list[tuple[str, bytes]]:
     import sysconfig
     from pathlib import Path
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    names = ["textwrap.py", "shlex.py", "fnmatch.py", "json/decoder.py", "base64.py"] * 8
+    names = ["textwrap.py", "shlex.py", "fnmatch.py", "json/decoder.py", "base64.py"] * copies
     files = [(f"{i}/{n}", (stdlib / n).read_bytes()) for i, n in enumerate(names)]
     files.insert(3, ("notes.md", b"# Title\n\nSome words.\n"))
+    return files
+
+
+def _pid_counts(texts: Sequence[str]) -> list[int]:
+    """A count_tokens that tells which process counted: its pid."""
+    import os
+
+    return [os.getpid()] * len(texts)
+
+
+def test_chunk_many_on_processes_equals_chunk_in_order() -> None:
+    """Worker processes give the same chunks, token counts included, in input order."""
+    files = _many_files(32)
+    assert sum(len(src) for _, src in files) > chunker_module._POOL_MIN_BYTES
     expected = [chunk(path, src) for path, src in files]
     got = list(chunk_many(iter(files), workers=2))
     assert got == expected
     assert all(c.token_count > 0 for cs in got for c in cs)
+
+
+def test_chunk_many_uses_workers_only_for_input_worth_them() -> None:
+    """Under 2 MiB the chunks are made in this process (no workers to start); over, not."""
+    import os
+
+    small, large = _many_files(2), _many_files(32)
+    assert sum(len(src) for _, src in small) < chunker_module._POOL_MIN_BYTES
+    got = list(chunk_many(small, workers=2, count_tokens=_pid_counts))
+    assert len(got) == len(small)
+    assert {c.token_count for cs in got for c in cs} == {os.getpid()}
+    got = list(chunk_many(large, workers=2, count_tokens=_pid_counts))
+    assert len(got) == len(large)
+    assert os.getpid() not in {c.token_count for cs in got for c in cs}
 
 
 def test_public_api() -> None:

@@ -48,6 +48,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, make_dataclass
+from itertools import chain
 from operator import attrgetter
 from typing import Final
 
@@ -155,6 +156,8 @@ _DOCSTRING_START: Final = re.compile(rb"[ \t\r\n\f\v]*[rRbBuUfF]*['\"]")
 _SENTENCE: Final = re.compile(r"(.+?[.!?])(?:\s|$)")
 _local = threading.local()
 _PLAIN_KINDS: Final[dict[str, dict[int, bool]]] = {}  # language -> CodeSplitter's plain_kinds
+# chunk_many starts workers for this much source at least (2 workers broke even at ~3 MB)
+_POOL_MIN_BYTES: Final = 2 * 1024 * 1024
 
 
 def _parser(language: str) -> Parser:
@@ -220,11 +223,21 @@ def chunk_many(
     ``count_tokens`` must be picklable (a module-level function); by default each
     worker loads the bundled model's tokenizer.  The program's main module must be
     importable without side effects (``if __name__ == "__main__":``), as for any
-    ``spawn`` process pool.
+    ``spawn`` process pool.  An input under 2 MiB is chunked in this process: starting
+    the workers would cost more than they save.
     """
     n = workers if workers is not None else (os.cpu_count() or 1)
-    if n <= 1:
-        for path, source in files:
+    items = iter(files)
+    head: list[tuple[str, bytes]] = []  # read before deciding whether workers pay
+    size = 0
+    if n > 1:
+        for item in items:
+            head.append(item)
+            size += len(item[1])
+            if size >= _POOL_MIN_BYTES:
+                break
+    if size < _POOL_MIN_BYTES:
+        for path, source in chain(head, items):
             yield chunk(path, source, settings, count_tokens=count_tokens)
         return
     import multiprocessing
@@ -237,7 +250,7 @@ def chunk_many(
     with ProcessPoolExecutor(n, mp_context=ctx) as pool:
         batch: list[tuple[str, bytes]] = []
         size = 0
-        for item in files:
+        for item in chain(head, items):
             batch.append(item)
             size += len(item[1])
             if size >= batch_bytes:
