@@ -208,6 +208,7 @@ def _edit(config: dict[str, Any], key: str, value: Any) -> None:
         ("post_processor", None),
         ("post_processor", {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True}),
         ("added_tokens.1.normalized", True),
+        ("added_tokens.1.content", "[A\nB]"),
     ],
 )
 def test_other_configurations_use_the_tokenizer(tmp_path: Path, key: str, value: Any) -> None:

@@ -79,7 +79,7 @@ class _WordPieces(dict[bytes, int]):
 
 
 class _BertAsciiCounter:
-    """Exact token counts of ASCII texts for a BERT uncased tokenizer (see the module doc)."""
+    """Exact token counts of ASCII lines for a BERT uncased tokenizer (see the module doc)."""
 
     def __init__(self, specials: int, added: list[bytes], model: Model) -> None:
         self.specials = specials
@@ -106,8 +106,9 @@ class _BertAsciiCounter:
             and wordpiece.get("continuing_subword_prefix") == "##"
             and isinstance(wordpiece.get("max_input_chars_per_word"), int)
             and specials is not None
-            # added tokens are matched in the raw text; normalized ones would need more
-            and all(t.get("normalized") is False for t in added)
+            # added tokens are matched in the raw text; normalized ones would need more,
+            # and one spanning lines would break the count by lines
+            and all(t.get("normalized") is False and "\n" not in t["content"] for t in added)
         ):
             return None
         contents = [t["content"] for t in added]
