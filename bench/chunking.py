@@ -52,7 +52,7 @@ import numpy as np
 from tree_sitter import Node, Query, QueryCursor
 
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer.chunker import chunk, chunk_many
+from codechunkd.indexer.chunker import _POOL_MIN_BYTES, chunk, chunk_many
 from codechunkd.indexer.languages import detect_language, get_language, get_parser
 from codechunkd.indexer.tokens import counter_for
 
@@ -344,7 +344,7 @@ def throughput(
         f"  codechunkd chunk_many, {workers} processes (wall)"
         f"{'':{max(0, 8 - len(str(workers)))}}{mb / many:6.2f}"
         f"   ({one / many:.2f}x one process)"
-        + ("; under 2 MiB it works in-process" if total < 2 * 1024 * 1024 else "")
+        + ("; under 2 MiB it works in-process" if total < _POOL_MIN_BYTES else "")
     )
 
 

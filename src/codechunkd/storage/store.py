@@ -226,7 +226,7 @@ class IndexStore:
     def ensure_fts(self) -> bool:
         """Create the full-text index once the table has rows (fast: ~0.1 s per 1k rows).
 
-        Rows written later stay searchable (scanned) until compaction folds them in.
+        Rows written later stay searchable (scanned) until the next fold adds them.
         """
         if not self.has_chunks() or self.has_fts() or self._open(S.CHUNKS).count_rows() == 0:
             return False
@@ -525,9 +525,8 @@ class IndexStore:
         """Rows and data fragments of ``chunks`` its full-text index does not cover yet."""
         if not self.has_chunks():
             return 0, 0
-        tbl = self._open(S.CHUNKS)
-        fts = {ix.name for ix in tbl.list_indices() if ix.index_type == "FTS"}
-        ds = tbl.to_lance()
+        fts = {ix.name for ix in self._indices() if ix.index_type == "FTS"}
+        ds = self._open(S.CHUNKS).to_lance()
         covered: set[int] = set()
         for ix in ds.describe_indices():
             if ix.name in fts:
