@@ -51,10 +51,10 @@ from pathlib import Path
 import numpy as np
 from tree_sitter import Node, Query, QueryCursor
 
+from codechunkd.chunking.chunker import _POOL_MIN_BYTES, chunk, chunk_many
+from codechunkd.chunking.languages import detect_language, get_language, get_parser
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer.chunker import _POOL_MIN_BYTES, chunk, chunk_many
-from codechunkd.indexer.languages import detect_language, get_language, get_parser
-from codechunkd.indexer.tokens import counter_for
 
 NOT_WS = np.ones(256, dtype=bool)
 NOT_WS[list(b" \t\r\n\f\v")] = False

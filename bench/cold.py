@@ -57,10 +57,10 @@ from pathlib import Path
 
 import numpy as np
 
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config import load_settings
-from codechunkd.indexer.chunker import chunk
-from codechunkd.indexer.embedder import make_embedder
-from codechunkd.indexer.tokens import counter_for
+from codechunkd.embedding.embedder import make_embedder
 
 OUT = Path(__file__).parent / "out"
 GIT_ENV = {

@@ -109,7 +109,7 @@ def run_backend(args: argparse.Namespace) -> None:
     texts = stdlib_functions(args.n)
     t0 = time.perf_counter()
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.indexer.embedder import make_embedder
+    from codechunkd.embedding.embedder import make_embedder
 
     options: dict[str, Any] = {**BACKENDS[args.run], "onnx_dir": args.onnx_dir}
     if args.run == "remote":
@@ -135,7 +135,7 @@ def run_backend(args: argparse.Namespace) -> None:
 def export(args: argparse.Namespace) -> None:
     """Child: the ONNX export (imports torch), kept out of the parent's memory."""
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.indexer.onnx_export import export_model
+    from codechunkd.embedding.onnx_export import export_model
 
     export_model(EmbeddingSettings(backend="onnx", onnx_dir=args.onnx_dir))
     if args.export == "int8":
@@ -145,7 +145,7 @@ def export(args: argparse.Namespace) -> None:
 def serve(args: argparse.Namespace) -> None:
     """Child: an OpenAI-compatible embeddings server on 127.0.0.1 backed by the onnx backend."""
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.indexer.embed_onnx import OnnxEmbedder
+    from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
     embedder = OnnxEmbedder(
         EmbeddingSettings(backend="onnx", onnx_dir=args.onnx_dir, batch_size=args.batch_size)
@@ -233,8 +233,8 @@ def main() -> None:
     if "torch" not in names:
         names.insert(0, "torch")
 
+    from codechunkd.chunking.tokens import counter_for
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.indexer.tokens import counter_for
 
     texts = stdlib_functions(args.n)
     settings = EmbeddingSettings(backend="onnx", onnx_dir=onnx_dir)

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from codechunkd.config import load_settings
-from codechunkd.daemon.sync import Syncer
-from codechunkd.indexer.changes import GitSource
-from codechunkd.indexer.embedder import make_embedder
+from codechunkd.embedding.embedder import make_embedder
+from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.store import IndexStore

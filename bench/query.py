@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codechunkd.config import load_settings
-from codechunkd.indexer.embedder import make_embedder
+from codechunkd.embedding.embedder import make_embedder
 from codechunkd.storage.schema import CHUNKS
 from codechunkd.storage.search import Mode, Searcher
 from codechunkd.storage.store import IndexStore, identifier_words

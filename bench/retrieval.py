@@ -50,11 +50,11 @@ from pathlib import Path
 import numpy as np
 from tree_sitter import Node, Query, QueryCursor
 
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.languages import get_language, get_parser
 from codechunkd.config.settings import ChunkingSettings, EmbeddingSettings
-from codechunkd.indexer.chunker import chunk
-from codechunkd.indexer.embedder import make_embedder
-from codechunkd.indexer.languages import get_language, get_parser
-from codechunkd.indexer.summaries import extractive_summary
+from codechunkd.embedding.embedder import make_embedder
+from codechunkd.llm.summaries import extractive_summary
 from codechunkd.storage.search import kind_weight
 from codechunkd.storage.store import fts_text
 
@@ -192,7 +192,7 @@ def codechunkd_docs(
     if tails:
         from tokenizers import Tokenizer
 
-        from codechunkd.indexer.tokens import bundled_model_path
+        from codechunkd.chunking.tokens import bundled_model_path
 
         tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
         tok.no_truncation()

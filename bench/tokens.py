@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chunking import corpus  # bench/chunking.py, next to this file
-from codechunkd.indexer.tokens import TokenCounter, bundled_model_path
+from codechunkd.chunking.tokens import TokenCounter
+from codechunkd.embedding.models import bundled_model_path
 
 
 def texts_of(root: Path, ext: str, piece: int) -> list[str]:

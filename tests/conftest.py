@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from codechunkd.chunking.chunker import CountTokens
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config import Settings, load_settings
 
 GIT_ENV = {
@@ -120,10 +122,16 @@ def settings(index_dir: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
+def count_tokens() -> CountTokens:
+    """The bundled model's real tokenizer (no torch)."""
+    return counter_for()
+
+
+@pytest.fixture(scope="session")
 def embedder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The real bundled model on the default backend, loaded once per test session."""
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.indexer.embedder import make_embedder
+    from codechunkd.embedding.embedder import make_embedder
 
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
     return make_embedder(EmbeddingSettings(onnx_dir=str(onnx_dir)))
@@ -133,7 +141,7 @@ class Indexer:
     """A real Syncer on a real index directory, as `codechunkd index` builds it."""
 
     def __init__(self, settings: Settings, embedder) -> None:  # type: ignore[no-untyped-def]
-        from codechunkd.daemon.sync import Syncer
+        from codechunkd.pipeline.sync import Syncer
         from codechunkd.storage.cache import EmbeddingCache
         from codechunkd.storage.layout import IndexPaths
         from codechunkd.storage.store import IndexStore
@@ -144,7 +152,7 @@ class Indexer:
         self.syncer = Syncer(settings, self.store, embedder, self.cache)
 
     def sync(self, path: Path, **kw):  # type: ignore[no-untyped-def]
-        from codechunkd.indexer.changes import GitSource
+        from codechunkd.git.changes import GitSource
 
         return self.syncer.sync(GitSource(path), **kw)
 

@@ -1,37 +1,115 @@
-"""Imports point one way: config -> indexer -> storage -> daemon -> cli (DESIGN.md)."""
+"""Imports point one way (DESIGN.md), and no package imports itself in a circle.
+
+cli -> daemon -> pipeline -> storage -> {git, chunking, embedding, llm} -> config.
+The four stage packages share a rank; among them only the edges in STAGE_EDGES are
+allowed (the token counter reads the embedding model's tokenizer; extractive
+summaries read chunks).  The modules at the top of the package (errors, types,
+heap, logs, httpclient) sit below everything and import no layer.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src" / "codechunkd"
-ORDER = ["config", "indexer", "storage", "daemon", "cli"]
+RANK = {
+    "config": 0,
+    "git": 1,
+    "chunking": 1,
+    "embedding": 1,
+    "llm": 1,
+    "storage": 2,
+    "pipeline": 3,
+    "daemon": 4,
+    "cli": 5,
+}
+BASE = {"errors", "types", "heap", "logs", "httpclient"}
+STAGE_EDGES = {("chunking", "embedding"), ("llm", "chunking")}
 
 
-def _layer(module: str) -> int | None:
-    parts = module.split(".")
-    if parts[0] != "codechunkd" or len(parts) < 2:
-        return None
-    return ORDER.index(parts[1]) if parts[1] in ORDER else None
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module, at top level) for every codechunkd import in a file."""
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+            if node.module == "codechunkd":
+                names = [f"codechunkd.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += [(n, id(node) in top) for n in names if n.startswith("codechunkd.")]
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
 
 
 def test_no_stage_imports_a_later_stage() -> None:
-    upward = []
-    for path in SRC.rglob("*.py"):
-        rel = path.relative_to(SRC.parent).with_suffix("")
-        own = _layer(".".join(rel.parts))
-        if own is None:
+    """Every import goes down the ranks, or along an allowed edge between stage packages."""
+    wrong = []
+    for module, path in _modules().items():
+        parts = module.split(".")
+        if len(parts) < 2:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
+        own = parts[1]
+        for name, _ in _imports(path):
+            target = name.split(".")[1]
+            if target == own:
                 continue
-            for name in names:
-                target = _layer(name)
-                if target is not None and target > own:
-                    upward.append(f"{rel}: imports {name}")
-    assert not upward, upward
+            if own in BASE:
+                if target not in BASE:
+                    wrong.append(f"{module}: a base module imports {name}")
+                continue
+            if target in BASE or own not in RANK or target not in RANK:
+                continue
+            if RANK[target] > RANK[own] or (
+                RANK[target] == RANK[own] and (own, target) not in STAGE_EDGES
+            ):
+                wrong.append(f"{module}: imports {name}")
+    assert not wrong, wrong
+
+
+def test_no_circle_of_imports_inside_a_package() -> None:
+    """No cycle, lazy imports included: a cycle means the cut between modules is wrong."""
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        for name, _ in _imports(path):
+            if name in modules and name != module:
+                graph[module].add(name)
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for module in sorted(modules):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, cycles
+
+
+def test_the_layers_are_the_packages_on_disk() -> None:
+    """A new package gets a rank here, so the first test cannot miss it."""
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(RANK) - {"cli"}

@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "chunk", "chunk_many", "open_index"]
 
 if TYPE_CHECKING:
-    from codechunkd.indexer.chunker import chunk, chunk_many
+    from codechunkd.chunking.chunker import chunk, chunk_many
     from codechunkd.storage.reader import open_index
 
 
@@ -27,11 +27,11 @@ def __getattr__(name: str) -> Any:
 
         return open_index
     if name == "chunk":
-        from codechunkd.indexer.chunker import chunk
+        from codechunkd.chunking.chunker import chunk
 
         return chunk
     if name == "chunk_many":
-        from codechunkd.indexer.chunker import chunk_many
+        from codechunkd.chunking.chunker import chunk_many
 
         return chunk_many
     raise AttributeError(name)

@@ -171,8 +171,8 @@ class _ProgressBar:
 
 def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Namespace) -> bool:
     """The no-op fast path: state.json already reflects the source (no LanceDB import)."""
-    from codechunkd.daemon.sync import SyncReport, fingerprint, up_to_date
-    from codechunkd.indexer.embedder import make_embedder
+    from codechunkd.embedding.embedder import make_embedder
+    from codechunkd.pipeline.sync import SyncReport, fingerprint, up_to_date
     from codechunkd.storage.store import read_state_file
 
     doc = read_state_file(paths.state_file) or {}
@@ -191,13 +191,13 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from codechunkd.daemon.lock import WriterLock
-    from codechunkd.daemon.sync import Syncer
+    from codechunkd.embedding.embedder import make_embedder
     from codechunkd.errors import ModelMismatch, SchemaMismatch
-    from codechunkd.indexer.changes import GitSource
-    from codechunkd.indexer.embedder import make_embedder
+    from codechunkd.git.changes import GitSource
+    from codechunkd.pipeline.sync import Syncer
     from codechunkd.storage.cache import EmbeddingCache
     from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.lock import WriterLock
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
@@ -244,7 +244,7 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from codechunkd.indexer.onnx_export import export_model
+    from codechunkd.embedding.onnx_export import export_model
 
     settings = _settings(args)
     started = time.monotonic()
@@ -262,8 +262,8 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from codechunkd.daemon.verify import verify
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
+    from codechunkd.pipeline.verify import verify
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.store import IndexStore
 
@@ -293,10 +293,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from codechunkd.daemon.lock import WriterLock
-    from codechunkd.daemon.summarize import Budget, disabled_reason, open_summarizer
     from codechunkd.errors import ConfigError
+    from codechunkd.pipeline.summarize import Budget, disabled_reason, open_summarizer
     from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.lock import WriterLock
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
@@ -373,7 +373,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         import threading
         from dataclasses import replace
 
-        from codechunkd.indexer import query_child
+        from codechunkd.embedding import query_child
 
         settings = _settings(args)
         proc = None
@@ -450,7 +450,7 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
 def _head_of(repo: str, git_dir: str, ref: str | None) -> tuple[str | None, str]:
     """Live (commit, branch) of a source, straight from its git dir (no index access)."""
     try:
-        from codechunkd.indexer.changes import GitSource
+        from codechunkd.git.changes import GitSource
 
         head = GitSource(git_dir if ref else repo, ref=ref).head()
     except CodechunkdError:
@@ -528,8 +528,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     logs.configure(level=logging.DEBUG if args.verbose else logging.INFO)
     os.environ.setdefault("LANCEDB_LOG", "error")
     settings = _settings(args)
-    from codechunkd.daemon.lock import WriterLock
     from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.lock import WriterLock
 
     with WriterLock(IndexPaths.of(settings).lock, what="codechunkd run"):
         pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
@@ -554,7 +554,7 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
         request,
         write_sources,
     )
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
     from codechunkd.storage.layout import IndexPaths
 
     paths = IndexPaths.of(_settings(args))

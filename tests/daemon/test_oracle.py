@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tests.conftest import Indexer, Repo
 
 from codechunkd.config import load_settings
-from codechunkd.daemon.verify import verify
-from codechunkd.indexer.changes import GitSource
+from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.verify import verify
 
 BODIES = [
     'def area(r):\n    """Area of a circle."""\n    return 3.14159 * r * r\n',

@@ -16,8 +16,8 @@ from tests.conftest import Repo
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.daemon.control import SourceSpec, request, write_sources
-from codechunkd.daemon.lock import WriterLock
 from codechunkd.daemon.service import LockedEmbedder, Service, capture_signals
+from codechunkd.storage.lock import WriterLock
 
 
 def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:

@@ -16,7 +16,7 @@ from tests.conftest import Repo
 
 from codechunkd.daemon.debounce import Level
 from codechunkd.daemon.watcher import SYSCTL, Watcher
-from codechunkd.indexer.changes import GitSource
+from codechunkd.git.changes import GitSource
 
 
 @dataclass(frozen=True)

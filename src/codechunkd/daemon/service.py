@@ -47,17 +47,17 @@ from codechunkd.daemon.control import (
 )
 from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Pending, Work
 from codechunkd.daemon.jobs import Upkeep
-from codechunkd.daemon.lock import WriterLock
 from codechunkd.daemon.status import build_status, status_line
-from codechunkd.daemon.summarize import Summarizer, SummaryRun, open_summarizer
-from codechunkd.daemon.sync import Syncer
 from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import SourceWatch, Watcher
+from codechunkd.embedding.embedder import Embedder, Vectors, make_embedder
 from codechunkd.errors import CodechunkdError, ConfigError
-from codechunkd.indexer.changes import GitSource
-from codechunkd.indexer.embedder import Embedder, Vectors, make_embedder
+from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.summarize import Summarizer, SummaryRun, open_summarizer
+from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.lock import WriterLock
 from codechunkd.storage.store import IndexStore
 
 log = structlog.get_logger("codechunkd.daemon")

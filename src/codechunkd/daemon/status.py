@@ -176,7 +176,7 @@ def build_status(service: Service) -> dict[str, Any]:
     )
     from codechunkd import __version__
     from codechunkd.errors import CodechunkdError
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
     from codechunkd.storage.store import read_state_file
 
     now = service.clock()

@@ -50,7 +50,7 @@ from watchdog.observers.inotify_c import (
 )
 
 from codechunkd.daemon.debounce import Level
-from codechunkd.indexer.changes import Source, SourceKind
+from codechunkd.git.changes import Source, SourceKind
 
 log = structlog.get_logger("codechunkd.watcher")
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from codechunkd.config import Settings, load_settings
-from codechunkd.indexer.embedder import Embedder, make_embedder
+from codechunkd.embedding.embedder import Embedder, make_embedder
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
 from codechunkd.storage.store import IndexStore, SourceState, quote
@@ -138,7 +138,7 @@ def query_embedder(settings: Settings) -> Embedder:
     ~0.3 s instead of the ~9 s of importing torch: a query needs one vector.
     """
     if settings.embedding.backend == "torch":
-        from codechunkd.indexer.embed_onnx import OnnxEmbedder
+        from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
         twin = OnnxEmbedder(replace(settings.embedding, backend="onnx"))
         if twin.model_file is not None:

@@ -32,8 +32,8 @@ from codechunkd.storage import schema as S
 from codechunkd.types import BlobId, SourceId
 
 if TYPE_CHECKING:  # at run time only the writer needs them: readers skip pygit2 and tree-sitter
-    from codechunkd.indexer.changes import Head, Source
-    from codechunkd.indexer.chunker import Chunk
+    from codechunkd.chunking.chunker import Chunk
+    from codechunkd.git.changes import Head, Source
 
 os.environ.setdefault("LANCEDB_LOG", "error")  # silence Rust WARN lines outside structlog
 
@@ -307,7 +307,7 @@ class IndexStore:
 
     @staticmethod
     def _state_from_row(r: Mapping[str, Any]) -> SourceState:
-        from codechunkd.indexer.changes import Source, SourceKind
+        from codechunkd.git.changes import Source, SourceKind
 
         return SourceState(
             source=Source(

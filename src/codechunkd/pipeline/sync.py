@@ -25,15 +25,15 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from codechunkd.chunking.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
+from codechunkd.chunking.languages import detect_language
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
+from codechunkd.embedding.embedder import Embedder
+from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Matcher, blob_id
+from codechunkd.git.files import as_text, skip_reason_of_entry
 from codechunkd.heap import release_freed_memory
-from codechunkd.indexer.changes import ChangeSet, FileVersion, GitSource, Matcher, blob_id
-from codechunkd.indexer.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
-from codechunkd.indexer.embedder import Embedder
-from codechunkd.indexer.files import as_text, skip_reason_of_entry
-from codechunkd.indexer.languages import detect_language
-from codechunkd.indexer.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
-from codechunkd.indexer.tokens import counter_for
+from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
 

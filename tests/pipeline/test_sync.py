@@ -73,7 +73,7 @@ def test_index_writes_rows_for_every_language(repo: Repo, indexer: Indexer) -> N
 
 
 def report_source(repo: Repo) -> str:
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
 
     return GitSource(repo.path).source.id
 
@@ -200,7 +200,7 @@ def test_interrupted_run_is_repaired(repo: Repo, indexer: Indexer) -> None:
     # what a crash after writing b.py's deletion but before the state leaves behind
     from dataclasses import replace
 
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
 
     git = GitSource(repo.path)
     repo.remove("b.py")
@@ -218,7 +218,7 @@ def test_new_files_are_appended_but_orphan_rows_are_replaced(repo: Repo, indexer
     """New paths are appended (no merge); a path with rows but no ``files`` row is replaced."""
     from dataclasses import replace
 
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
     from codechunkd.storage import schema as S
     from codechunkd.storage.store import quote
 
@@ -253,8 +253,8 @@ def test_many_small_batches_are_prepared_ahead_and_all_land(
     repo: Repo, tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
     """With batches of 2 files the reading/chunking thread runs ahead; every file lands once."""
-    from codechunkd.daemon.verify import verify
-    from codechunkd.indexer.changes import GitSource
+    from codechunkd.git.changes import GitSource
+    from codechunkd.pipeline.verify import verify
 
     settings = load_settings(
         env={"CODECHUNKD_INDEX_BATCH_FILES": "2"}, overrides={"index.dir": str(tmp_path / "ix")}

@@ -32,9 +32,9 @@ import numpy as np
 import structlog
 
 from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.embedding.base import Vectors
 from codechunkd.errors import ConfigError, EmbeddingError
-from codechunkd.indexer.embedder import Vectors
-from codechunkd.indexer.http import (
+from codechunkd.httpclient import (
     Retryable,
     api_key,
     backoff,

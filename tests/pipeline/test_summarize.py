@@ -16,15 +16,15 @@ from tests.conftest import Indexer, Repo
 from codechunkd import cli
 from codechunkd.config import Settings, load_settings
 from codechunkd.config.settings import SummarySettings
-from codechunkd.daemon.summarize import (
+from codechunkd.git.changes import GitSource
+from codechunkd.llm.client import ChatClient
+from codechunkd.llm.summaries import PROMPT_VERSION, llm_source
+from codechunkd.pipeline.summarize import (
     Budget,
     Summarizer,
     disabled_reason,
 )
-from codechunkd.daemon.sync import Syncer
-from codechunkd.indexer.changes import GitSource
-from codechunkd.indexer.llm import ChatClient
-from codechunkd.indexer.summaries import PROMPT_VERSION, llm_source
+from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import SummaryCache
 from codechunkd.storage.search import Mode, Searcher
 from codechunkd.storage.store import fts_text, fts_text_with_summary
@@ -498,8 +498,8 @@ def test_fts_text_matches_the_store(repo: Repo, indexer: Indexer) -> None:
     repo.write("app.py", APP)
     repo.commit()
     index(repo, indexer)
-    from codechunkd.indexer.chunker import chunk
-    from codechunkd.indexer.tokens import counter_for
+    from codechunkd.chunking.chunker import chunk
+    from codechunkd.chunking.tokens import counter_for
 
     for c in chunk(
         "app.py", APP.encode(), load_settings(env={}).chunking, count_tokens=counter_for()

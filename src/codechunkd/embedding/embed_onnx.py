@@ -32,14 +32,15 @@ import numpy.typing as npt
 import structlog
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.errors import EmbeddingError
-from codechunkd.indexer.embedder import Vectors, model_dimension, model_fingerprint
-from codechunkd.indexer.onnx_export import (
+from codechunkd.embedding.base import Vectors
+from codechunkd.embedding.models import model_dimension, model_fingerprint
+from codechunkd.embedding.onnx_export import (
     ModelLayout,
     cached_model,
     export_in_subprocess,
     model_layout,
 )
+from codechunkd.errors import EmbeddingError
 
 # sentence-transformers' pooling modes, in the order it concatenates them.
 _LEGACY_MODES = {

@@ -36,7 +36,7 @@ import structlog
 
 from codechunkd.config.settings import SummarySettings
 from codechunkd.errors import BadAnswer, ConfigError, EndpointUnavailable
-from codechunkd.indexer.http import (
+from codechunkd.httpclient import (
     Retryable,
     api_key,
     backoff,

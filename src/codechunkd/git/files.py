@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codechunkd.indexer.changes import Entry
+from codechunkd.git.changes import Entry
 
 #: git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
 BINARY_SNIFF = 8000

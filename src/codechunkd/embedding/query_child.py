@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from codechunkd.config.settings import EmbeddingSettings
 
 if TYPE_CHECKING:
-    from codechunkd.indexer.embedder import Embedder, Vectors
+    from codechunkd.embedding.base import Embedder, Vectors
 
 __all__ = ["ChildQueryEmbedder", "start"]
 
@@ -37,7 +37,7 @@ def start(settings: EmbeddingSettings, query: str) -> subprocess.Popen[bytes] | 
     request = {"settings": asdict(replace(settings, threads=1)), "text": query}
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "codechunkd.indexer.query_child"],
+            [sys.executable, "-m", "codechunkd.embedding.query_child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -98,7 +98,7 @@ class ChildQueryEmbedder:
 def main() -> int:
     import numpy as np
 
-    from codechunkd.indexer.embed_onnx import OnnxEmbedder
+    from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
     request = json.loads(sys.stdin.readline())
     embedder = OnnxEmbedder(EmbeddingSettings(**request["settings"]))

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from codechunkd.chunking.chunker import Chunk
 from codechunkd.errors import BadAnswer
-from codechunkd.indexer.chunker import Chunk
 
 __all__ = [
     "EXTRACTIVE",

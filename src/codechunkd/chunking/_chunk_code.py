@@ -26,7 +26,7 @@ from typing import Final
 
 from tree_sitter import Node
 
-from codechunkd.indexer.rules import DefSpec, Rules, body_of, name_of
+from codechunkd.chunking.rules import DefSpec, Rules, body_of, name_of
 
 __all__ = ["Anchor", "CodeSplitter", "Piece", "line_cuts", "nws_size"]
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.embedding.models import model_fingerprint, model_path
 from codechunkd.errors import EmbeddingError
-from codechunkd.indexer.tokens import model_path
 
 #: Bump when the exported graph changes shape or meaning: old exports are not reused.
 EXPORT_FORMAT = 1
@@ -137,8 +137,6 @@ def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
     ``onnx`` backend calls it by itself on first use when nothing is cached.  With
     ``settings.quantized`` the int8 copy is made too.  ``force`` re-exports.
     """
-    from codechunkd.indexer.embedder import model_fingerprint
-
     fingerprint = model_fingerprint(settings.model)
     with _export_lock:
         if not force:
@@ -175,7 +173,7 @@ def export_in_subprocess(settings: EmbeddingSettings, *, timeout: float = 900.0)
     The daemon and ``codechunkd search`` use this on first use: torch's ~9 s import
     and its hundreds of MB stay in a process that exits when the export is done.
     """
-    argv = [sys.executable, "-m", "codechunkd.indexer.onnx_export", "--model", settings.model]
+    argv = [sys.executable, "-m", "codechunkd.embedding.onnx_export", "--model", settings.model]
     if settings.onnx_dir:
         argv += ["--onnx-dir", settings.onnx_dir]
     if settings.quantized:
@@ -193,7 +191,7 @@ def export_in_subprocess(settings: EmbeddingSettings, *, timeout: float = 900.0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m codechunkd.indexer.onnx_export``: export one model, print its path."""
+    """``python -m codechunkd.embedding.onnx_export``: export one model, print its path."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Export a model to ONNX for codechunkd.")

@@ -54,11 +54,11 @@ from typing import Final
 
 from tree_sitter import Node, Parser
 
+from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece, signature_text
+from codechunkd.chunking._chunk_text import split_rst, split_text
+from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
+from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.config.settings import ChunkingSettings
-from codechunkd.indexer._chunk_code import Anchor, CodeSplitter, Piece, signature_text
-from codechunkd.indexer._chunk_text import split_rst, split_text
-from codechunkd.indexer.languages import TEXT, detect_language, get_language, has_grammar
-from codechunkd.indexer.rules import Rules, body_of, rules_for
 from codechunkd.types import ContentHash
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "content_hash"]
@@ -346,7 +346,7 @@ def _finish(
         rows.append((p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed))
     counter = count_tokens
     if counter is None:
-        from codechunkd.indexer.tokens import counter_for
+        from codechunkd.chunking.tokens import counter_for
 
         counter = counter_for()
     counts = counter([r[10] for r in rows]) if rows else []

@@ -47,8 +47,8 @@ import structlog
 
 from codechunkd.config.settings import Settings, SummarySettings
 from codechunkd.errors import BadAnswer, EndpointUnavailable, StoreError
-from codechunkd.indexer.llm import ChatClient, estimate_tokens
-from codechunkd.indexer.summaries import (
+from codechunkd.llm.client import ChatClient, estimate_tokens
+from codechunkd.llm.summaries import (
     PROMPT_VERSION,
     SKIPPED_KINDS,
     SKIPPED_LANGUAGES,

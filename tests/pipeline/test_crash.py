@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import Indexer, Repo
 
-from codechunkd.daemon.verify import verify
-from codechunkd.indexer.changes import GitSource
+from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.verify import verify
 
 
 def _module(i: int, variant: str) -> str:

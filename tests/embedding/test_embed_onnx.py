@@ -1,0 +1,233 @@
+"""The onnx backend: same vectors as sentence-transformers, no torch once exported."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codechunkd.chunking.tokens import counter_for
+from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.embedding.embed_onnx import OnnxEmbedder, pool, pooling_modes
+from codechunkd.embedding.embed_torch import TorchEmbedder
+from codechunkd.embedding.embedder import make_embedder
+from codechunkd.embedding.models import model_fingerprint
+from codechunkd.embedding.onnx_export import (
+    META_FILE,
+    MODEL_FILE,
+    cached_model,
+    export_dir,
+    export_in_subprocess,
+    export_model,
+)
+from codechunkd.errors import EmbeddingError
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_functions(count: int) -> list[str]:
+    """Real code: function and method sources (with their indentation) from the stdlib."""
+    out: list[str] = []
+    for name in ("textwrap.py", "shutil.py", "difflib.py", "argparse.py", "configparser.py"):
+        source = (STDLIB / name).read_text()
+        lines = source.splitlines(keepends=True)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno is not None:
+                text = "".join(lines[node.lineno - 1 : node.end_lineno])
+                if 200 <= len(text) <= 3000:
+                    out.append(text)
+                    if len(out) == count:
+                        return out
+    return out
+
+
+@pytest.fixture(scope="session")
+def onnx_settings(tmp_path_factory: pytest.TempPathFactory) -> EmbeddingSettings:
+    """Settings whose model is exported once per test session, into a temporary cache."""
+    settings = EmbeddingSettings(
+        backend="onnx", onnx_dir=str(tmp_path_factory.mktemp("onnx")), batch_size=16
+    )
+    path = export_in_subprocess(settings)  # what the backend does on first use
+    assert path == cached_model(settings, model_fingerprint(settings.model))
+    return settings
+
+
+@pytest.mark.slow
+def test_onnx_matches_sentence_transformers(onnx_settings: EmbeddingSettings) -> None:
+    """On 60 real functions (some truncated at 256 tokens) the vectors equal torch's."""
+    texts = stdlib_functions(60)
+    assert len(texts) == 60
+    tokens = counter_for(onnx_settings.model)(texts)
+    assert any(n > onnx_settings.max_seq_length for n in tokens), "no text exercises truncation"
+
+    onnx = OnnxEmbedder(onnx_settings)
+    torch = TorchEmbedder(EmbeddingSettings(batch_size=16))
+    got, expected = onnx.embed(texts), torch.embed(texts)
+
+    assert expected.shape == got.shape == (60, 384)
+    assert got.dtype == np.float32
+    cosines = (got * expected).sum(axis=1)
+    assert cosines.mean() >= 0.9999
+    assert cosines.min() >= 0.999
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert torch.model_id == onnx.model_id
+
+
+@pytest.mark.slow
+def test_vectors_do_not_depend_on_batching(onnx_settings: EmbeddingSettings) -> None:
+    """A text alone, in a padded batch, or repeated gets the same vector, in input order."""
+    texts = stdlib_functions(5)
+    embedder = OnnxEmbedder(onnx_settings)
+    batch = embedder.embed([texts[0], *texts, texts[0]])
+    alone = embedder.embed([texts[0]])
+    np.testing.assert_allclose(batch[0], alone[0], atol=1e-5)
+    np.testing.assert_array_equal(batch[0], batch[-1])
+    np.testing.assert_allclose(batch[1:-1], embedder.embed(texts), atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_cached_model_runs_without_torch(onnx_settings: EmbeddingSettings) -> None:
+    """With the export cached, embedding imports neither torch nor transformers."""
+    script = (
+        "import json, sys\n"
+        "from codechunkd.config.settings import EmbeddingSettings\n"
+        "from codechunkd.embedding.embedder import make_embedder\n"
+        f"settings = EmbeddingSettings(backend='onnx', onnx_dir={onnx_settings.onnx_dir!r})\n"
+        "e = make_embedder(settings)\n"
+        "v = e.embed(['def add(a, b):\\n    return a + b\\n'])\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules,\n"
+        "                  'transformers': 'transformers' in sys.modules,\n"
+        "                  'vector': v[0].tolist()}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    result = json.loads(done.stdout)
+    assert result["torch"] is False
+    assert result["transformers"] is False
+    here = OnnxEmbedder(onnx_settings).embed(["def add(a, b):\n    return a + b\n"])
+    np.testing.assert_allclose(np.array(result["vector"], dtype=np.float32), here[0], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_failed_export_leaves_nothing(tmp_path: Path) -> None:
+    """An export that fails midway raises EmbeddingError and leaves no (partial) model."""
+    model = tmp_path / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "bert", "hidden_size": "oops"}')
+    cache = tmp_path / "cache"
+    settings = EmbeddingSettings(backend="onnx", model=str(model), onnx_dir=str(cache))
+    with pytest.raises(EmbeddingError, match="cannot export"):
+        export_model(settings)
+    assert [p.name for p in cache.iterdir()] == []
+    assert cached_model(settings, model_fingerprint(settings.model)) is None
+
+
+def test_export_in_subprocess_reports_the_error(tmp_path: Path) -> None:
+    """The child's failure comes back as an EmbeddingError with its reason."""
+    settings = EmbeddingSettings(
+        backend="onnx", model=str(tmp_path / "missing"), onnx_dir=str(tmp_path)
+    )
+    with pytest.raises(EmbeddingError, match="needs a local model directory"):
+        export_in_subprocess(settings)
+
+
+def test_incomplete_export_is_not_used(tmp_path: Path) -> None:
+    """A directory with a model file but without meta.json (a crash) is not a cached export."""
+    settings = EmbeddingSettings(backend="onnx", onnx_dir=str(tmp_path))
+    fingerprint = model_fingerprint(settings.model)
+    folder = export_dir(settings, fingerprint)
+    folder.mkdir(parents=True)
+    (folder / MODEL_FILE).write_bytes(b"half a model")
+    assert cached_model(settings, fingerprint) is None
+    (folder / META_FILE).write_text("{}")
+    assert folder / MODEL_FILE == cached_model(settings, fingerprint)
+
+
+def test_model_ids() -> None:
+    """fp32 onnx shares torch's model id (and cache); the int8 copy and other lengths do not."""
+    torch_id = TorchEmbedder(EmbeddingSettings()).model_id
+    assert torch_id == OnnxEmbedder(EmbeddingSettings(backend="onnx")).model_id
+    quantized = OnnxEmbedder(EmbeddingSettings(backend="onnx", quantized=True)).model_id
+    shorter = OnnxEmbedder(EmbeddingSettings(backend="onnx", max_seq_length=128)).model_id
+    assert len({torch_id, quantized, shorter}) == 3
+
+
+def test_make_embedder_picks_the_backend() -> None:
+    """The factory is the one place the backend is chosen."""
+    assert isinstance(make_embedder(EmbeddingSettings(backend="onnx")), OnnxEmbedder)
+    assert isinstance(make_embedder(EmbeddingSettings(backend="torch")), TorchEmbedder)
+    with pytest.raises(EmbeddingError, match="unknown embedding backend"):
+        make_embedder(EmbeddingSettings(backend="tpu"))
+
+
+def test_unsupported_module_is_refused(tmp_path: Path) -> None:
+    """A model with a module the onnx path does not reproduce (a Dense layer) is refused."""
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {
+                    "idx": 0,
+                    "name": "0",
+                    "path": "",
+                    "type": "sentence_transformers.models.Transformer",
+                },
+                {
+                    "idx": 1,
+                    "name": "1",
+                    "path": "2_Dense",
+                    "type": "sentence_transformers.models.Dense",
+                },
+            ]
+        )
+    )
+    settings = EmbeddingSettings(backend="onnx", model=str(tmp_path), onnx_dir=str(tmp_path / "c"))
+    with pytest.raises(EmbeddingError, match="Dense"):
+        OnnxEmbedder(settings).load()
+
+
+def test_pooling_follows_the_config() -> None:
+    """Mean, CLS and max pooling ignore padding the way sentence-transformers does."""
+    hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)
+    mask = np.array([[1, 1, 0]], dtype=np.int64)
+    assert pooling_modes({"pooling_mode_mean_tokens": True}) == ("mean",)
+    assert pooling_modes({"pooling_mode": "cls"}) == ("cls",)
+    np.testing.assert_allclose(pool(hidden, mask, ["mean"]), [[2.0, 3.0]])
+    np.testing.assert_allclose(pool(hidden, mask, ["cls"]), [[1.0, 2.0]])
+    np.testing.assert_allclose(pool(hidden, mask, ["max"]), [[3.0, 4.0]])
+    np.testing.assert_allclose(pool(hidden, mask, ["lasttoken"]), [[3.0, 4.0]])
+    with pytest.raises(EmbeddingError, match="pooling mode"):
+        pool(hidden, mask, ["median"])
+
+
+def test_threads_are_measured_once_and_cached(onnx_settings: EmbeddingSettings) -> None:
+    """threads = 0: the first load times the thread counts; the next load reads the choice."""
+    import dataclasses
+    import json
+    import os
+
+    from structlog.testing import capture_logs
+
+    settings = dataclasses.replace(onnx_settings, threads=0)
+    first = OnnxEmbedder(settings)
+    assert first.model_file is not None
+    cache = first.model_file.parent / f"threads-{os.cpu_count() or 1}cpu.json"
+    cache.unlink(missing_ok=True)  # other tests of the session may have measured already
+    with capture_logs() as logs:
+        first.embed(["def f(): pass"])
+    measured = json.loads(cache.read_text())
+    assert first.threads == measured["threads"] >= 1
+    assert set(measured["texts_per_s"]) >= {"1"}
+    assert [e for e in logs if e["event"] == "threads_calibrated"]
+    again = OnnxEmbedder(settings)
+    with capture_logs() as logs:
+        again.embed(["def f(): pass"])
+    assert again.threads == first.threads
+    assert not [e for e in logs if e["event"] == "threads_calibrated"]
