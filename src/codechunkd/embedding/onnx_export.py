@@ -1,11 +1,13 @@
 """Export a sentence-transformers model to ONNX once, and find the exported copy.
 
-The export runs the model's transformer under torch (``torch.onnx.export``, the
-TorchScript exporter, opset 17, dynamic batch and sequence axes) and writes a graph
-that returns ``last_hidden_state``; pooling and normalisation are done by the
-caller in numpy from the model's own ``1_Pooling/config.json``.  It needs torch,
-transformers and onnx, and is the only place the ``onnx`` backend imports them:
-once a model is exported, running it imports none of them.
+A BERT-family model (the bundled all-MiniLM-L6-v2 included) is written by
+``bert_onnx.write_bert_onnx`` straight from its safetensors weights with
+``onnx.helper``: no torch, under a second, and bit-identical to the torch export
+(tests/embedding/test_bert_onnx.py).  Any other architecture falls back to torch
+(``torch.onnx.export``, the TorchScript exporter, opset 17), which needs the
+``torch`` extra.  Either graph returns ``last_hidden_state``; pooling and
+normalisation are done by the caller in numpy from the model's own
+``1_Pooling/config.json``.  Running an exported model imports neither.
 
 Exports are cached by model fingerprint under ``embedding.onnx_dir`` (default
 ``$XDG_CACHE_HOME/codechunkd/onnx``).  An export is written into a temporary
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import inspect
 import json
 import logging
@@ -27,11 +30,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.models import model_fingerprint, model_path
@@ -45,6 +51,7 @@ QUANTIZED_FILE = "model.int8.onnx"
 META_FILE = "meta.json"
 
 _export_lock = threading.Lock()
+log = structlog.get_logger("codechunkd.embedding")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,8 +140,8 @@ def cached_model(settings: EmbeddingSettings, fingerprint: str) -> Path | None:
 def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
     """Export the configured model to ONNX (if not cached yet) and return the ``.onnx`` file.
 
-    This is what ``codechunkd model export`` runs.  It imports torch (seconds); the
-    ``onnx`` backend calls it by itself on first use when nothing is cached.  With
+    This is what ``codechunkd model export`` runs; the ``onnx`` backend calls it by
+    itself on first use when nothing is cached.  With
     ``settings.quantized`` the int8 copy is made too.  ``force`` re-exports.
     """
     fingerprint = model_fingerprint(settings.model)
@@ -168,10 +175,11 @@ def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
 
 
 def export_in_subprocess(settings: EmbeddingSettings, *, timeout: float = 900.0) -> Path:
-    """``export_model`` in a child Python, so this process never imports torch.
+    """``export_model`` in a child Python, so this process never imports torch or onnx.
 
-    The daemon and ``codechunkd search`` use this on first use: torch's ~9 s import
-    and its hundreds of MB stay in a process that exits when the export is done.
+    The daemon and ``codechunkd search`` use this on first use: a model that needs the
+    torch fallback keeps torch's ~9 s import and its hundreds of MB in a process that
+    exits when the export is done, and the weights read for the graph go with it.
     """
     argv = [sys.executable, "-m", "codechunkd.embedding.onnx_export", "--model", settings.model]
     if settings.onnx_dir:
@@ -238,7 +246,26 @@ def _staging(final: Path) -> Iterator[Path]:
 
 
 def _export_fp32(layout: ModelLayout, target: Path) -> None:
-    """Trace the transformer with torch and write the ONNX graph to ``target``."""
+    """Write the fp32 graph: built from the weights when the model is a BERT, else traced."""
+    from codechunkd.embedding.bert_onnx import write_bert_onnx
+
+    t0 = time.monotonic()
+    try:
+        write_bert_onnx(layout.transformer, target)
+    except EmbeddingError:
+        if importlib.util.find_spec("torch") is None:
+            raise
+        _export_torch(layout, target)
+        how = "torch"
+    else:
+        how = "onnx.helper"
+    log.info(
+        "model_exported", model=str(layout.root), how=how, seconds=round(time.monotonic() - t0, 2)
+    )
+
+
+def _export_torch(layout: ModelLayout, target: Path) -> None:
+    """Trace the transformer with torch (the ``torch`` extra) and write the graph to ``target``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
