@@ -12,6 +12,7 @@
     ├── StoreError             the index directory cannot be used as asked
     │   ├── SchemaMismatch     the table was written by another schema version
     │   ├── ModelMismatch      the table holds vectors of another embedding model
+    │   ├── IndexDamaged       a file of the index is missing or unreadable: rebuild it
     │   └── IndexLocked        another writer holds the index directory
     ├── EmbeddingError         the embedding backend failed
     └── SummaryError           the summary (chat-completions) endpoint failed
@@ -105,6 +106,21 @@ class ModelMismatch(StoreError):
             f"{expected} ({expected_dim} dims); use another --index-dir, configure "
             "the same model, or run `codechunkd index --rebuild`"
         )
+
+
+class IndexDamaged(StoreError):
+    """A table, a data file or an index of the index directory is missing or unreadable.
+
+    The index is derived data: ``codechunkd index --rebuild`` moves aside or drops what
+    it cannot open and indexes again (cached vectors are reused).
+    """
+
+    exit_code = 8
+    HINT = "run `codechunkd index --rebuild` to repair it"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"the index is damaged: {what}; {self.HINT}")
 
 
 class IndexLocked(StoreError):

@@ -3,7 +3,14 @@
 Standard library only.  ``post_json`` sends one request and sorts what can go
 wrong into two kinds: ``Retryable`` (429 and 5xx, honouring ``Retry-After``;
 timeouts; refused or reset connections; answers cut short) and a final error
-built by the caller's ``fail(reason)``.  ``backoff`` spaces the retries.
+built by the caller's ``fail(reason)``.  ``retrying`` is the one retry loop of
+both clients; ``backoff`` spaces the retries.
+
+The API key goes to the configured endpoint only: redirects are never followed
+(a 3xx is a final error naming where it pointed: a bearer token must not follow
+a redirect to another origin, nor an https URL down to http), and the key is
+replaced by ``***`` in every error text before anyone can log it (a server may
+echo the request's headers in its error body).
 """
 
 from __future__ import annotations
@@ -12,12 +19,18 @@ import email.utils
 import http.client
 import json
 import random
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import structlog
 
 from codechunkd.errors import ConfigError
+
+T = TypeVar("T")
 
 RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -79,9 +92,27 @@ def backoff(attempt: int, asked: float | None, *, base: float, limit: float) -> 
     return min(delay, limit)
 
 
-def error_detail(body: bytes) -> str:
-    """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened."""
-    text = body.decode("utf-8", "replace")
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: the 3xx reaches ``post_json`` as an ``HTTPError``."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def scrub(text: str, key: str | None) -> str:
+    """``text`` with the API key replaced by ``***``."""
+    return text.replace(key, "***") if key else text
+
+
+def error_detail(body: bytes, key: str | None = None) -> str:
+    """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened.
+
+    The key is scrubbed before shortening, so no prefix of it survives the cut.
+    """
+    text = scrub(body.decode("utf-8", "replace"), key)
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -103,28 +134,37 @@ def post_json(
     now: Callable[[], float],
     fail: Callable[[str], Exception],
 ) -> bytes:
-    """POST a JSON body; the answer's bytes, or ``Retryable``, or ``fail(reason)``."""
+    """POST a JSON body; the answer's bytes, or ``Retryable``, or ``fail(reason)``.
+
+    No redirect is followed (see the module docstring); no reason carries the key.
+    """
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     # callers check that the scheme is http(s) when they are configured
     request = urllib.request.Request(endpoint, data=payload, headers=headers)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        with _OPENER.open(request, timeout=timeout) as response:
             body: bytes = response.read()
     except urllib.error.HTTPError as exc:
         with exc:
-            detail = error_detail(exc.read())
+            detail = error_detail(exc.read(), key)
             if exc.code in RETRYABLE:
                 delay = retry_after(exc.headers.get("Retry-After"), now())
                 raise Retryable(f"HTTP {exc.code} {detail}".strip(), delay) from None
+            if 300 <= exc.code < 400:
+                target = urllib.parse.urljoin(endpoint, exc.headers.get("Location") or "")
+                raise fail(
+                    f"HTTP {exc.code}: redirected to {safe_url(target)}, not followed "
+                    "(credentials go to the configured URL only); configure that URL instead"
+                ) from None
         raise fail(f"HTTP {exc.code}: {detail}".strip(": ")) from None
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, TimeoutError):
             raise Retryable(f"timed out after {timeout} s") from None
         if isinstance(exc.reason, OSError):
             raise Retryable(f"connection failed: {exc.reason.strerror or exc.reason}") from None
-        raise fail(str(exc.reason)) from None
+        raise fail(scrub(str(exc.reason), key)) from None
     except TimeoutError:
         raise Retryable(f"timed out after {timeout} s") from None
     except http.client.HTTPException as exc:  # IncompleteRead: the body was cut short
@@ -132,3 +172,44 @@ def post_json(
     except OSError as exc:
         raise Retryable(f"connection failed: {exc.strerror or exc}") from None
     return body
+
+
+def retrying(
+    send: Callable[[], T],
+    *,
+    retries: int,
+    delay: Callable[[int, float | None], float],
+    stop: threading.Event,
+    gave_up: Callable[[int, Retryable], Exception],
+    cancelled: Callable[[], Exception],
+    event: str,
+    url: str,
+    before: Callable[[], bool] = lambda: True,
+    on_retryable: Callable[[Retryable], None] = lambda exc: None,
+) -> T:
+    """``send()`` until it returns, retrying ``Retryable`` up to ``retries`` times.
+
+    ``delay(attempt, retry_after)`` spaces the tries, waiting on ``stop`` (a shutdown
+    cuts a wait short and raises ``cancelled()``); each retry logs ``event``.  ``before``
+    runs ahead of every try (a rate limiter: False means stopped); ``on_retryable`` sees
+    every failed try (to pause other requests on a ``Retry-After``).  After the last try,
+    ``gave_up(tries, last)`` is raised.
+    """
+    for attempt in range(retries + 1):
+        if not before():
+            raise cancelled()
+        try:
+            return send()
+        except Retryable as exc:
+            on_retryable(exc)
+            if stop.is_set():
+                raise cancelled() from None
+            if attempt >= retries:
+                raise gave_up(attempt + 1, exc) from None
+            wait = delay(attempt, exc.delay)
+            structlog.get_logger("codechunkd.http").warning(
+                event, url=url, reason=exc.reason, attempt=attempt + 1, delay_s=round(wait, 3)
+            )
+            if stop.wait(wait):
+                raise cancelled() from None
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -28,6 +28,8 @@ def _zero(texts: Sequence[str]) -> list[int]:
 
 
 def test_new_chunk_equals_the_dataclass_constructor() -> None:
+    """The fast ``_new_chunk`` builds a Chunk equal, hash-equal and repr-equal to the
+    constructor's, and as frozen."""
     values = {
         "id": "0" * 32,
         "path": "a.py",
@@ -58,6 +60,8 @@ def test_new_chunk_equals_the_dataclass_constructor() -> None:
 
 
 def test_chunks_survive_pickling() -> None:
+    """Chunks built by the fast path pickle and unpickle to equal Chunks (the prepare
+    thread and child processes pass them on)."""
     source = (_STDLIB / "argparse.py").read_bytes()
     chunks = chunk("argparse.py", source, count_tokens=_zero)
     again = pickle.loads(pickle.dumps(chunks, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301
@@ -97,6 +101,8 @@ def q(
 
 
 def test_python_signatures_and_docstrings_with_comments_around() -> None:
+    """Signatures and docstrings are found exactly despite comments, line continuations,
+    string defaults and raw or one-line docstrings."""
     chunks = chunk("t.py", _TRICKY, count_tokens=_zero)
     got = {c.symbol: (c.signature, c.docstring) for c in chunks if c.signature}
     assert got == {
@@ -113,6 +119,8 @@ def test_python_signatures_and_docstrings_with_comments_around() -> None:
 
 @pytest.mark.parametrize("name", ["argparse.py", "typing.py", "dataclasses.py"])
 def test_python_signature_shortcut_equals_the_tree_walk(name: str) -> None:
+    """The byte-scanning signature shortcut gives the same text as the full tree walk on
+    every definition of a large stdlib module."""
     from codechunkd.chunking._chunk_code import signature_text
 
     source = (_STDLIB / name).read_bytes()

@@ -81,6 +81,8 @@ def test_the_bundled_tokenizer_gets_the_fast_path(counter: TokenCounter) -> None
 def test_stdlib_code_is_counted_exactly(
     counter: TokenCounter, reference: Reference, stdlib_texts: list[str]
 ) -> None:
+    """Token counts of real stdlib code equal the reference tokenizer's, mostly through
+    the ASCII fast path."""
     texts = stdlib_texts
     assert len(_FILES) >= 200
     assert sum(t.isascii() for t in texts) > 0.9 * len(texts), "mostly the fast path"
@@ -120,12 +122,15 @@ _PIECES = st.one_of(
 def test_generated_ascii_is_counted_exactly(
     counter: TokenCounter, reference: Reference, texts: list[str]
 ) -> None:
+    """Generated ASCII texts get exactly the reference tokenizer's counts."""
     assert counter(texts) == reference(texts)
 
 
 def test_non_ascii_texts_get_the_real_count_in_order(
     counter: TokenCounter, reference: Reference
 ) -> None:
+    """Non-ASCII texts fall back to the real tokenizer and keep their order in the
+    answer; an empty list gives an empty list."""
     texts = ["café naïve", "plain ascii", "中文 and 😀", "[CLS] x", "", "Ünïcödé\u00a0space", "x"]
     assert counter(texts) == reference(texts)
     assert counter([]) == []
@@ -157,10 +162,12 @@ _ANY = st.one_of(
 def test_generated_text_with_non_ascii_lines_is_counted_exactly(
     counter: TokenCounter, reference: Reference, texts: list[str]
 ) -> None:
+    """Generated texts mixing ASCII and non-ASCII lines get exactly the reference counts."""
     assert counter(texts) == reference(texts)
 
 
 def test_the_word_cache_stays_bounded(reference: Reference) -> None:
+    """The word cache never grows past its bound, and counts stay exact after it overflows."""
     counter = TokenCounter(TOKENIZER_JSON)
     assert counter._fast is not None
     sample = ["def parse_args(argv): return ArgumentParser().parse(argv[1:])  # CLI"]
@@ -173,6 +180,7 @@ def test_the_word_cache_stays_bounded(reference: Reference) -> None:
 def test_threads_sharing_a_counter_get_exact_counts(
     reference: Reference, stdlib_texts: list[str]
 ) -> None:
+    """Four threads filling one counter's empty cache at once each get exact counts."""
     counter = TokenCounter(TOKENIZER_JSON)  # an empty cache, filled by the four at once
     texts = stdlib_texts[::5]
     expected = reference(texts)
@@ -213,6 +221,8 @@ def _edit(config: dict[str, Any], key: str, value: Any) -> None:
     ],
 )
 def test_other_configurations_use_the_tokenizer(tmp_path: Path, key: str, value: Any) -> None:
+    """A tokenizer.json the fast path does not model (other normalizer, pre-tokenizer,
+    post-processor, added tokens) disables it, and counts come from the real tokenizer."""
     config = json.loads(TOKENIZER_JSON.read_text(encoding="utf-8"))
     _edit(config, key, value)
     path = tmp_path / "tokenizer.json"

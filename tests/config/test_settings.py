@@ -44,6 +44,7 @@ def test_xdg_config_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_env_parses_lists_tables_and_booleans() -> None:
+    """Environment values are parsed into tuples, booleans and tables (``k=v,k=v``)."""
     s = load_settings(
         env={
             "CODECHUNKD_FILES_EXCLUDE": "*.min.js, vendor/*",
@@ -57,6 +58,7 @@ def test_env_parses_lists_tables_and_booleans() -> None:
 
 
 def test_unknown_key_in_file_names_key_and_file(tmp_path: Path) -> None:
+    """An unknown key in the config file is a ConfigError naming the dotted key and the file."""
     cfg = tmp_path / "c.toml"
     cfg.write_text("[embedding]\nbatchsize = 8\n")
     with pytest.raises(ConfigError) as err:
@@ -67,6 +69,7 @@ def test_unknown_key_in_file_names_key_and_file(tmp_path: Path) -> None:
 
 
 def test_unknown_section_is_an_error(tmp_path: Path) -> None:
+    """A misspelled section of the config file is a ConfigError naming it."""
     cfg = tmp_path / "c.toml"
     cfg.write_text("[embeddings]\nmodel = 'x'\n")
     with pytest.raises(ConfigError, match=r"unknown section \[embeddings\]"):
@@ -74,6 +77,8 @@ def test_unknown_section_is_an_error(tmp_path: Path) -> None:
 
 
 def test_wrong_type_names_expected_type(tmp_path: Path) -> None:
+    """A value of the wrong type is a ConfigError naming the key, the expected type and
+    the file."""
     cfg = tmp_path / "c.toml"
     cfg.write_text('[chunking]\nbudget = "big"\n')
     with pytest.raises(ConfigError) as err:
@@ -85,6 +90,7 @@ def test_wrong_type_names_expected_type(tmp_path: Path) -> None:
 
 
 def test_bool_is_not_an_integer(tmp_path: Path) -> None:
+    """``true`` is refused where an integer is expected (bool is not taken for int)."""
     cfg = tmp_path / "c.toml"
     cfg.write_text("[embedding]\nbatch_size = true\n")
     with pytest.raises(ConfigError, match="must be a integer"):
@@ -92,6 +98,8 @@ def test_bool_is_not_an_integer(tmp_path: Path) -> None:
 
 
 def test_bad_env_value_and_unknown_env_variable() -> None:
+    """A bad environment value and a misspelled ``CODECHUNKD_*`` variable are both
+    ConfigErrors naming their origin."""
     with pytest.raises(ConfigError, match="environment"):
         load_settings(env={"CODECHUNKD_EMBEDDING_BATCH_SIZE": "many"})
     with pytest.raises(ConfigError, match="CODECHUNKD_EMBEDING_MODEL"):
@@ -99,6 +107,7 @@ def test_bad_env_value_and_unknown_env_variable() -> None:
 
 
 def test_range_checks() -> None:
+    """Out-of-range values (batch size 0, a budget under 100) are ConfigErrors naming the key."""
     with pytest.raises(ConfigError, match=r"embedding\.batch_size"):
         load_settings(env={"CODECHUNKD_EMBEDDING_BATCH_SIZE": "0"})
     with pytest.raises(ConfigError, match=r"chunking\.budget"):
@@ -106,6 +115,7 @@ def test_range_checks() -> None:
 
 
 def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:
+    """A config file named explicitly but missing is an error, not silently skipped."""
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_settings(config=tmp_path / "nope.toml", env={})
 
@@ -122,3 +132,54 @@ def test_every_setting_is_documented() -> None:
         text=True,
     )
     assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "+nan"])
+def test_numbers_must_be_finite_in_toml_and_env(tmp_path: Path, text: str) -> None:
+    """NaN and infinity pass every `<=` check, so they are refused by type, from both layers."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[daemon]\nshutdown_timeout_s = {text}\n")
+    with pytest.raises(ConfigError, match="finite number"):
+        load_settings(config=cfg, env={})
+    with pytest.raises(ConfigError, match="finite number"):
+        load_settings(env={"CODECHUNKD_DAEMON_RECONCILE_INTERVAL_S": text})
+
+
+def test_every_numeric_setting_has_bounds_and_documents_them() -> None:
+    """BOUNDS covers every number; each field's docstring states its bounds; both ends hold."""
+    import dataclasses
+
+    from codechunkd.config.loader import ABOVE_ZERO, BOUNDS, bounds_text, fields_of, sections
+
+    numeric = {f"{s}.{k}" for s in sections() for k, t in fields_of(s).items() if t in (int, float)}
+    assert numeric == set(BOUNDS)
+    docs = {}
+    for section, cls in sections().items():
+        source = Path(sys.modules[cls.__module__].__file__ or "").read_text()
+        for f in dataclasses.fields(cls):
+            start = source.index(f"    {f.name}: ", source.index(f"class {cls.__name__}"))
+            docs[f"{section}.{f.name}"] = " ".join(source[start:].split('"""')[1].split())
+    for key, (low, high) in BOUNDS.items():
+        assert f"Bounds: {bounds_text(key)}" in docs[key], key
+        env = f"CODECHUNKD_{key.replace('.', '_').upper()}"
+        for bad in (high + 1, low if key in ABOVE_ZERO else low - 1):
+            with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+                load_settings(env={env: str(bad)})
+
+
+def test_model_window_and_threads_are_bounded() -> None:
+    """max_seq_length past the bundled model's 512 positions, and 100000 threads, are refused."""
+    with pytest.raises(ConfigError, match="at most 512 tokens"):
+        load_settings(env={"CODECHUNKD_EMBEDDING_MAX_SEQ_LENGTH": "4096"})
+    assert load_settings(env={"CODECHUNKD_EMBEDDING_MAX_SEQ_LENGTH": "512"})
+    with pytest.raises(ConfigError, match="0 to 256"):
+        load_settings(env={"CODECHUNKD_EMBEDDING_THREADS": "100000"})
+
+
+def test_config_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    """Invalid UTF-8 is a ConfigError naming the file (it was a UnicodeDecodeError)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_bytes(b"[index]\ndir = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8") as raised:
+        load_settings(config=cfg, env={})
+    assert str(cfg) in str(raised.value)

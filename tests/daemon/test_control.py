@@ -129,6 +129,7 @@ def test_status_without_a_daemon_reports_stopped(
     index_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No daemon: state `stopped` in --json and exit code 13."""
+    (index_dir / "_codechunkd").mkdir(parents=True)  # what a writer makes first
     with pytest.raises(SystemExit) as exc:
         main(["status", "--json", "--index-dir", str(index_dir)])
     assert exc.value.code == EXIT_STOPPED

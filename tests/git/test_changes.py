@@ -17,11 +17,13 @@ def _versions(cs) -> dict[str, str | None]:  # type: ignore[no-untyped-def]
 
 
 def test_not_a_repo(tmp_path: Path) -> None:
+    """A folder outside any git repository is a NotAGitRepo error."""
     with pytest.raises(NotAGitRepo):
         GitSource(tmp_path)
 
 
 def test_discovered_from_subfolder(repo: Repo) -> None:
+    """A source opened from a subfolder is its repository's root worktree."""
     repo.write("pkg/a.py", "x = 1\n")
     repo.commit()
     src = GitSource(repo.path / "pkg")
@@ -30,6 +32,7 @@ def test_discovered_from_subfolder(repo: Repo) -> None:
 
 
 def test_unborn_head_lists_untracked_files(repo: Repo) -> None:
+    """On an unborn branch the change set is full and lists untracked files as dirty."""
     repo.write("a.py", "x = 1\n")
     src = GitSource(repo.path)
     head = src.head()
@@ -41,6 +44,8 @@ def test_unborn_head_lists_untracked_files(repo: Repo) -> None:
 
 
 def test_full_change_set_lists_tree_and_hashes_dirty_files(repo: Repo) -> None:
+    """A full change set has HEAD's files plus working-tree edits, new files and
+    deletions, with git's own blob ids."""
     repo.write("a.py", "a = 1\n")
     repo.write("b.py", "b = 1\n")
     repo.commit()
@@ -56,6 +61,7 @@ def test_full_change_set_lists_tree_and_hashes_dirty_files(repo: Repo) -> None:
 
 
 def test_ignored_files_never_appear(repo: Repo) -> None:
+    """Files ignored by .gitignore or .git/info/exclude are never in a change set."""
     repo.write(".gitignore", "build/\n*.log\n")
     repo.write("build/out.py", "x = 1\n")
     repo.write("x.log", "log\n")
@@ -68,6 +74,8 @@ def test_ignored_files_never_appear(repo: Repo) -> None:
 
 
 def test_incremental_diff_between_commits(repo: Repo) -> None:
+    """A diff between two commits lists modified, added and renamed paths (the old name
+    as a deletion) and detects the rename."""
     repo.write("a.py", "a = 1\n")
     repo.write("b.py", "def f():\n    return 'a long enough body to be detected as a rename'\n")
     c1 = repo.commit()
@@ -84,6 +92,7 @@ def test_incremental_diff_between_commits(repo: Repo) -> None:
 
 
 def test_no_change_is_an_empty_change_set(repo: Repo) -> None:
+    """Nothing changed since the indexed commit gives an empty change set."""
     repo.write("a.py", "a = 1\n")
     c1 = repo.commit()
     cs = GitSource(repo.path).change_set(since=c1, since_dirty={})
@@ -91,6 +100,8 @@ def test_no_change_is_an_empty_change_set(repo: Repo) -> None:
 
 
 def test_reverted_dirty_file_goes_back_to_head(repo: Repo) -> None:
+    """A file recorded dirty but now reverted comes back at HEAD's blob and is no
+    longer dirty."""
     repo.write("a.py", "a = 1\n")
     c1 = repo.commit()
     cs = GitSource(repo.path).change_set(since=c1, since_dirty={"a.py": "f" * 40})
@@ -99,6 +110,7 @@ def test_reverted_dirty_file_goes_back_to_head(repo: Repo) -> None:
 
 
 def test_unreachable_indexed_commit_forces_full(repo: Repo) -> None:
+    """An indexed commit git no longer has makes the change set full."""
     repo.write("a.py", "a = 1\n")
     repo.commit()
     cs = GitSource(repo.path).change_set(since="0" * 40, since_dirty={})
@@ -106,6 +118,7 @@ def test_unreachable_indexed_commit_forces_full(repo: Repo) -> None:
 
 
 def test_symlink_and_submodule_entries(repo: Repo, tmp_path: Path) -> None:
+    """Symlinks and submodules are marked as such, and a submodule's files are not listed."""
     sub = Repo(tmp_path / "sub")
     sub.write("s.py", "s = 1\n")
     sub.commit()
@@ -123,6 +136,8 @@ def test_symlink_and_submodule_entries(repo: Repo, tmp_path: Path) -> None:
 
 
 def test_versions_of_paths_without_status(repo: Repo) -> None:
+    """``versions_of`` gives dirty blob ids for edited paths and none for ignored or
+    vanished ones, without a status scan."""
     repo.write("a.py", "a = 1\n")
     repo.write(".gitignore", "*.tmp\n")
     repo.commit()
@@ -136,6 +151,7 @@ def test_versions_of_paths_without_status(repo: Repo) -> None:
 
 
 def test_ref_source_of_bare_mirror(repo: Repo, tmp_path: Path) -> None:
+    """A bare mirror is indexed at a ref; an unknown ref is a RefNotFound error."""
     repo.write("a.py", "a = 1\n")
     repo.commit()
     bare = tmp_path / "mirror.git"
@@ -149,6 +165,7 @@ def test_ref_source_of_bare_mirror(repo: Repo, tmp_path: Path) -> None:
 
 
 def test_linked_worktree_is_its_own_source(repo: Repo, tmp_path: Path) -> None:
+    """A linked worktree is a source of its own, on its own branch."""
     repo.write("a.py", "a = 1\n")
     repo.commit()
     wt = tmp_path / "wt"

@@ -52,8 +52,9 @@ from itertools import chain
 from operator import attrgetter
 from typing import Final
 
-from tree_sitter import Node, Parser
+from tree_sitter import Node, Parser, Tree
 
+from codechunkd.chunking import _guard
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece, signature_text
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
@@ -186,11 +187,14 @@ def chunk(
     budget = max(1, settings.budget)
     rules = rules_for(lang)
     module_note = ""
-    if lang == TEXT or not has_grammar(lang):
-        lang = TEXT if lang != TEXT and not has_grammar(lang) else lang
+    tree = None
+    if lang != TEXT and has_grammar(lang):
+        tree = _parse_guarded(path, lang, source)
+    if tree is None:
+        lang = TEXT
+        rules = rules_for(TEXT)
         pieces = split_text(source, budget)
     else:
-        tree = _parser(lang).parse(source)
         if lang == "rst":
             pieces = split_rst(source, tree.root_node, budget)
         else:
@@ -206,6 +210,30 @@ def chunk(
             if rules.python_docstrings:
                 module_note = _module_summary(tree.root_node)
     return _finish(path, source, lang, rules, pieces, count_tokens, module_note)
+
+
+def _parse_guarded(path: str, language: str, source: bytes) -> Tree | None:
+    """The file's tree, or None when the grammar would crash or loop on it (logged).
+
+    See :mod:`codechunkd.chunking._guard`: a crash inside a grammar is a signal, not an
+    exception, so the inputs that cause one are recognised before parsing; the file is
+    then chunked as text (still indexed, still searchable).
+    """
+    seconds = _guard.parse_seconds(len(source))
+    reason = _guard.too_deep(language, source)
+    if reason is None and _guard.risky(language, source):
+        reason = _guard.survives(language, source, seconds)
+    if reason is None:
+        tree = _guard.parse(_parser(language), source, seconds)
+        if tree is not None:
+            return tree
+        reason = f"the parse ran past {seconds:.0f} s"
+    import structlog
+
+    structlog.get_logger("codechunkd.chunking").warning(
+        "parsed_as_text", path=path, language=language, reason=reason
+    )
+    return None
 
 
 def chunk_many(

@@ -7,7 +7,9 @@ error names the key, where the value came from, and the type expected.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codechunkd.config.settings import Settings, default_config_path
+from codechunkd.config.settings import BUNDLED_MODEL, Settings, default_config_path
 from codechunkd.errors import ConfigError
 
 ENV_PREFIX = "CODECHUNKD_"
@@ -85,14 +87,19 @@ def _coerce(key: str, tp: Any, value: object, origin: str) -> object:
                 raise bad from None
         raise bad
     if tp is float:
+        number: float | None = None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if from_env and isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                raise bad from None
-        raise bad
+            number = float(value)
+        elif from_env and isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is None:
+            raise bad
+        if not math.isfinite(number):  # TOML and float() both take nan and inf
+            raise ConfigError(
+                f"setting {key!r} must be a finite number, got {value!r}", key=key, origin=origin
+            )
+        return number
     if tp is str:
         if isinstance(value, str):
             return value
@@ -126,6 +133,10 @@ def read_toml(path: Path) -> dict[str, object]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", origin=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the config file is not UTF-8 text (byte {exc.start})", origin=str(path)
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", origin=str(path)) from exc
     known = sections()
@@ -182,98 +193,114 @@ def build(layers: list[tuple[str, Layer]]) -> Settings:
     return settings
 
 
-def validate(s: Settings) -> None:
-    """Range checks with specific messages (types are checked on the way in)."""
-    positive = {
-        "index.batch_files": s.index.batch_files,
-        "index.compact_fragments": s.index.compact_fragments,
-        "index.fold_rows": s.index.fold_rows,
-        "index.vector_index_rows": s.index.vector_index_rows,
-        "embedding.batch_size": s.embedding.batch_size,
-        "embedding.max_seq_length": s.embedding.max_seq_length,
-        "embedding.cache_size": s.embedding.cache_size,
-        "files.max_file_size": s.files.max_file_size,
+#: Every numeric setting's bounds, inclusive: (low, high), except that the settings in
+#: ``ABOVE_ZERO`` must be more than 0.  Each field's docstring states the same bounds
+#: (tests/config checks that they agree).
+WEEK_S = 604_800.0
+BOUNDS: dict[str, tuple[float, float]] = {
+    "index.keep_versions_hours": (0, 8760),
+    "index.compact_fragments": (1, 100_000),
+    "index.fold_rows": (1, 100_000_000),
+    "index.batch_files": (1, 1_000_000),
+    "index.vector_index_rows": (1, 1_000_000_000),
+    "embedding.batch_size": (1, 4096),
+    "embedding.max_seq_length": (8, 8192),
+    "embedding.threads": (0, 256),
+    "embedding.cache_size": (1, 1_000_000_000),
+    "embedding.remote_dimension": (0, 65_536),
+    "embedding.timeout": (0, 3600),
+    "embedding.concurrency": (1, 64),
+    "embedding.retries": (0, 100),
+    "chunking.budget": (100, 1_000_000),
+    "files.max_file_size": (1, 1 << 31),
+    "daemon.debounce_ms": (1, 60_000),
+    "daemon.max_delay_ms": (1, 600_000),
+    "daemon.max_paths": (1, 10_000_000),
+    "daemon.reconcile_interval_s": (0, WEEK_S),
+    "daemon.degraded_reconcile_s": (0, WEEK_S),
+    "daemon.compact_interval_s": (0, WEEK_S),
+    "daemon.idle_unload_s": (0, WEEK_S),
+    "daemon.shutdown_timeout_s": (0, 3600),
+    "daemon.stall_after_s": (0, WEEK_S),
+    "daemon.nice": (0, 19),
+    "daemon.max_watches": (0, 100_000_000),
+    "summaries.timeout": (0, 3600),
+    "summaries.concurrency": (1, 64),
+    "summaries.requests_per_minute": (0, 100_000),
+    "summaries.retries": (0, 100),
+    "summaries.max_tokens": (1, 100_000),
+    "summaries.max_input_tokens": (1, 1_000_000),
+    "summaries.min_tokens": (0, 1_000_000),
+    "summaries.max_chars": (1, 100_000),
+    "summaries.interval_s": (0, WEEK_S),
+    "summaries.max_chunks_per_run": (0, 1_000_000_000),
+    "summaries.max_tokens_per_run": (0, 1_000_000_000_000),
+    "summaries.max_chunks_per_day": (0, 1_000_000_000),
+    "summaries.max_tokens_per_day": (0, 1_000_000_000_000),
+}
+
+ABOVE_ZERO = frozenset(
+    {
+        "embedding.timeout",
+        "daemon.reconcile_interval_s",
+        "daemon.degraded_reconcile_s",
+        "daemon.compact_interval_s",
+        "daemon.shutdown_timeout_s",
+        "daemon.stall_after_s",
+        "summaries.timeout",
+        "summaries.interval_s",
     }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"setting {key!r} must be positive, got {value}", key=key)
-    if s.embedding.threads < 0:
+)
+
+#: Positions the bundled model (all-MiniLM-L6-v2, a BERT) has embeddings for.
+BUNDLED_MODEL_WINDOW = 512
+
+
+def bounds_text(key: str) -> str:
+    """How a docstring states a setting's bounds, e.g. ``1 to 4096``."""
+    low, high = BOUNDS[key]
+    return f"{'more than 0' if key in ABOVE_ZERO else _num(low)} to {_num(high)}"
+
+
+def _num(value: float) -> str:
+    if value != int(value):
+        return str(value)
+    return f"{int(value):,}".replace(",", "_") if value >= 10_000 else str(int(value))
+
+
+def _check_bounds(s: Settings) -> None:
+    for key, (low, high) in BOUNDS.items():
+        section, _, name = key.partition(".")
+        value = getattr(getattr(s, section), name)
+        too_low = value <= low if key in ABOVE_ZERO else value < low
+        if too_low or value > high:
+            raise ConfigError(f"setting {key!r} must be {bounds_text(key)}, got {value}", key=key)
+
+
+def validate(s: Settings) -> None:
+    """Bounds and consistency, with specific messages (types are checked on the way in)."""
+    _check_bounds(s)
+    e = s.embedding
+    if e.model == BUNDLED_MODEL and e.max_seq_length > BUNDLED_MODEL_WINDOW:
         raise ConfigError(
-            f"setting 'embedding.threads' must be 0 (measured) or positive, got "
-            f"{s.embedding.threads}",
-            key="embedding.threads",
+            f"setting 'embedding.max_seq_length' is {e.max_seq_length}, but the bundled model "
+            f"reads at most {BUNDLED_MODEL_WINDOW} tokens",
+            key="embedding.max_seq_length",
         )
-    if s.chunking.budget < 100:
-        raise ConfigError(
-            f"setting 'chunking.budget' must be at least 100, got {s.chunking.budget}",
-            key="chunking.budget",
-        )
-    if s.index.keep_versions_hours < 0:
-        raise ConfigError("setting 'index.keep_versions_hours' must not be negative")
     backends = {"torch", "onnx", "remote"}
-    if s.embedding.backend not in backends:
+    if e.backend not in backends:
         raise ConfigError(
-            f"setting 'embedding.backend' must be one of {sorted(backends)}, "
-            f"got {s.embedding.backend!r}",
+            f"setting 'embedding.backend' must be one of {sorted(backends)}, got {e.backend!r}",
             key="embedding.backend",
         )
     if not s.index.dir:
         raise ConfigError("setting 'index.dir' must not be empty", key="index.dir")
-    d = s.daemon
-    daemon_positive: dict[str, float] = {
-        "daemon.debounce_ms": d.debounce_ms,
-        "daemon.max_delay_ms": d.max_delay_ms,
-        "daemon.max_paths": d.max_paths,
-        "daemon.reconcile_interval_s": d.reconcile_interval_s,
-        "daemon.degraded_reconcile_s": d.degraded_reconcile_s,
-        "daemon.compact_interval_s": d.compact_interval_s,
-        "daemon.shutdown_timeout_s": d.shutdown_timeout_s,
-        "daemon.stall_after_s": d.stall_after_s,
-    }
-    for key, number in daemon_positive.items():
-        if number <= 0:
-            raise ConfigError(f"setting {key!r} must be positive, got {number}", key=key)
-    if d.max_delay_ms < d.debounce_ms:
+    if s.daemon.max_delay_ms < s.daemon.debounce_ms:
         raise ConfigError(
             "setting 'daemon.max_delay_ms' must be at least 'daemon.debounce_ms'",
             key="daemon.max_delay_ms",
         )
-    if d.idle_unload_s < 0 or d.max_watches < 0:
-        raise ConfigError(
-            "settings 'daemon.idle_unload_s' and 'daemon.max_watches' must not be negative"
-        )
-    if not 0 <= d.nice <= 19:
-        raise ConfigError(
-            f"setting 'daemon.nice' must be between 0 and 19, got {d.nice}", key="daemon.nice"
-        )
-    _validate_summaries(s)
-
-
-def _validate_summaries(s: Settings) -> None:
     m = s.summaries
-    summary_positive: dict[str, float] = {
-        "summaries.timeout": m.timeout,
-        "summaries.concurrency": m.concurrency,
-        "summaries.max_tokens": m.max_tokens,
-        "summaries.max_input_tokens": m.max_input_tokens,
-        "summaries.max_chars": m.max_chars,
-        "summaries.interval_s": m.interval_s,
-    }
-    for key, number in summary_positive.items():
-        if number <= 0:
-            raise ConfigError(f"setting {key!r} must be positive, got {number}", key=key)
-    not_negative: dict[str, int] = {
-        "summaries.requests_per_minute": m.requests_per_minute,
-        "summaries.retries": m.retries,
-        "summaries.min_tokens": m.min_tokens,
-        "summaries.max_chunks_per_run": m.max_chunks_per_run,
-        "summaries.max_tokens_per_run": m.max_tokens_per_run,
-        "summaries.max_chunks_per_day": m.max_chunks_per_day,
-        "summaries.max_tokens_per_day": m.max_tokens_per_day,
-    }
-    for key, count in not_negative.items():
-        if count < 0:
-            raise ConfigError(f"setting {key!r} must not be negative, got {count}", key=key)
     if m.url and not m.url.startswith(("http://", "https://")):
         raise ConfigError("setting 'summaries.url' must be an http(s) URL", key="summaries.url")
     if m.url and not m.model:

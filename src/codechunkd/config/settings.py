@@ -42,21 +42,22 @@ class IndexSettings:
     dir: str = field(default_factory=default_index_dir)
     """Where the index lives: a local directory or an object-store URI (``s3://…``)."""
     keep_versions_hours: float = 1.0
-    """Old table versions younger than this are kept when the writer compacts the table."""
+    """Old table versions younger than this are kept when the writer compacts the table.
+    Bounds: 0 to 8760."""
     compact_fragments: int = 32
     """The writer folds new rows in (see ``fold_rows``) when this many data fragments of
-    ``chunks`` were written since the last fold (each commit writes one)."""
+    ``chunks`` were written since the last fold (each commit writes one). Bounds: 1 to 100_000."""
     fold_rows: int = 65_536
     """The writer folds new rows in when this many rows of ``chunks`` are not in its indexes
     yet, during a sync as well as after one: their fragments are compacted into fragments of
     up to this many rows and the indexes get a delta for them. What a fold holds in memory
-    depends on this, not on the size of the table."""
+    depends on this, not on the size of the table. Bounds: 1 to 100_000_000."""
     batch_files: int = 256
-    """At most this many changed files are written in one table commit."""
+    """At most this many changed files are written in one table commit. Bounds: 1 to 1_000_000."""
     vector_index_rows: int = 50_000
     """Once ``chunks`` has this many rows, an IVF-PQ vector index is trained on them (during
     the sync that gets there); below it exact search is fast enough. Rows written later stay
-    searchable and are added to the index by the next fold."""
+    searchable and are added to the index by the next fold. Bounds: 1 to 1_000_000_000."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,16 +72,19 @@ class EmbeddingSettings:
     device: str = "cpu"
     """Torch device for the ``torch`` backend (``cpu``, ``cuda``, ``mps``)."""
     batch_size: int = 32
-    """Texts per embedding batch."""
+    """Texts per embedding batch. Bounds: 1 to 4096."""
     max_seq_length: int = 256
-    """Tokens the model reads of each text; the rest of a long chunk is not embedded (counted)."""
+    """Tokens the model reads of each text; the rest of a long chunk is not embedded (counted).
+    Bounds: 8 to 8192, and no more than the model has position embeddings for (512 for the
+    bundled model)."""
     threads: int = 0
     """CPU threads for inference. 0 (the default) means measured: the ``onnx`` backend times
     1, 2, 4, 8 threads on real code once per machine and model and keeps the fastest (on an idle
     2-core VM, 2 threads ran 2.0x as fast as 1; on a busy one, 1 was faster); ``torch`` then
-    keeps torch's own default."""
+    keeps torch's own default. Bounds: 0 to 256."""
     cache_size: int = 500_000
-    """Embeddings kept in the content-addressed cache (least recently used are evicted)."""
+    """Embeddings kept in the content-addressed cache (least recently used are evicted).
+    Bounds: 1 to 1_000_000_000."""
     onnx_dir: str = ""
     """``onnx`` backend: where exported models are cached; empty means
     ``$XDG_CACHE_HOME/codechunkd/onnx`` (``~/.cache/codechunkd/onnx``)."""
@@ -94,23 +98,24 @@ class EmbeddingSettings:
     """``remote`` backend: the model name sent to the server; part of the vectors' model id."""
     remote_dimension: int = 0
     """``remote`` backend: the dimension the server must return; 0 means learn it from the
-    first answer."""
+    first answer. Bounds: 0 to 65_536."""
     api_key_env: str = ""
     """``remote`` backend: name of the environment variable holding the API key (sent as a
     bearer token, never logged); empty means no key."""
     timeout: float = 60.0
-    """``remote`` backend: seconds to wait for one request."""
+    """``remote`` backend: seconds to wait for one request. Bounds: more than 0 to 3600."""
     concurrency: int = 2
-    """``remote`` backend: requests in flight at once."""
+    """``remote`` backend: requests in flight at once. Bounds: 1 to 64."""
     retries: int = 5
     """``remote`` backend: retries of a request after a 429, a 5xx, a timeout or a refused
-    connection (exponential back-off; a ``Retry-After`` header is honoured)."""
+    connection (exponential back-off; a ``Retry-After`` header is honoured). Bounds: 0 to 100."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkingSettings:
     budget: int = 1500
-    """Largest chunk, in non-whitespace characters; a definition that fits is never cut."""
+    """Largest chunk, in non-whitespace characters; a definition that fits is never cut.
+    Bounds: 100 to 1_000_000."""
     merge_siblings: bool = False
     """Merge small sibling definitions into one chunk up to the budget (cAST style)."""
     extensions: dict[str, str] = field(default_factory=dict)
@@ -124,7 +129,8 @@ class FilesSettings:
     exclude: tuple[str, ...] = ()
     """Glob patterns of paths never to index, on top of git's ignore rules."""
     max_file_size: int = 1_000_000
-    """Files larger than this many bytes are skipped (counted as ``too_large``)."""
+    """Files larger than this many bytes are skipped (counted as ``too_large``).
+    Bounds: 1 to 2_147_483_648."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,31 +139,37 @@ class DaemonSettings:
     """Sources ``codechunkd run`` watches: ``PATH`` (a working tree) or ``PATH#REF`` (a ref of
     a bare mirror); ``codechunkd add``/``remove`` keep a second list next to the index."""
     debounce_ms: int = 150
-    """Quiet period: a burst of file events is handled this long after its last event."""
+    """Quiet period: a burst of file events is handled this long after its last event.
+    Bounds: 1 to 60_000."""
     max_delay_ms: int = 1000
-    """A burst that never goes quiet is still handled this long after its first event."""
+    """A burst that never goes quiet is still handled this long after its first event.
+    Bounds: 1 to 600_000."""
     max_paths: int = 1000
     """A burst touching more paths than this becomes one ``git status`` sync instead of a
-    hash per path."""
+    hash per path. Bounds: 1 to 10_000_000."""
     reconcile_interval_s: float = 300.0
     """Every source is reconciled with git this often (catches anything missed; cheap when
-    nothing changed)."""
+    nothing changed). Bounds: more than 0 to 604_800."""
     degraded_reconcile_s: float = 30.0
-    """Reconcile interval of a source that could not be fully watched (inotify limit)."""
+    """Reconcile interval of a source that could not be fully watched (inotify limit).
+    Bounds: more than 0 to 604_800."""
     compact_interval_s: float = 3600.0
-    """The writer compacts the tables, prunes old versions and refreshes indices this often."""
+    """The writer compacts the tables, prunes old versions and refreshes indices this often.
+    Bounds: more than 0 to 604_800."""
     idle_unload_s: float = 900.0
-    """The embedding model is unloaded after this many idle seconds (0: never)."""
+    """The embedding model is unloaded after this many idle seconds (0: never).
+    Bounds: 0 to 604_800."""
     shutdown_timeout_s: float = 10.0
-    """On SIGTERM, the batch in flight may finish for this long before it is abandoned."""
+    """On SIGTERM, the batch in flight may finish for this long before it is abandoned.
+    Bounds: more than 0 to 3600."""
     stall_after_s: float = 300.0
     """A source whose changes wait, or whose running batch makes no progress, longer than this
-    is ``stalled``."""
+    is ``stalled``. Bounds: more than 0 to 604_800."""
     nice: int = 10
-    """Niceness added to the daemon process (embedding is background work)."""
+    """Niceness added to the daemon process (embedding is background work). Bounds: 0 to 19."""
     max_watches: int = 0
     """Most inotify watches the daemon may use; 0 means what the kernel allows
-    (``fs.inotify.max_user_watches`` minus the watches already in use)."""
+    (``fs.inotify.max_user_watches`` minus the watches already in use). Bounds: 0 to 100_000_000."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,33 +184,39 @@ class SummarySettings:
     """Name of the environment variable holding the API key (sent as a bearer token, never
     logged); empty means no key."""
     timeout: float = 60.0
-    """Seconds to wait for one answer."""
+    """Seconds to wait for one answer. Bounds: more than 0 to 3600."""
     concurrency: int = 2
-    """Requests in flight at once."""
+    """Requests in flight at once. Bounds: 1 to 64."""
     requests_per_minute: int = 60
-    """Most requests started per minute (0: no limit)."""
+    """Most requests started per minute (0: no limit). Bounds: 0 to 100_000."""
     retries: int = 2
     """Retries of one request after a 429, a 5xx, a timeout, a refused connection or an answer
-    cut short (exponential back-off; a ``Retry-After`` header is honoured)."""
+    cut short (exponential back-off; a ``Retry-After`` header is honoured). Bounds: 0 to 100."""
     max_tokens: int = 150
-    """Most tokens the model may write for one summary; a longer answer is rejected."""
+    """Most tokens the model may write for one summary; a longer answer is rejected.
+    Bounds: 1 to 100_000."""
     max_input_tokens: int = 2000
     """Most tokens (estimated at 4 characters each) of code sent for one chunk; the rest is
-    cut at a line break."""
+    cut at a line break. Bounds: 1 to 1_000_000."""
     min_tokens: int = 48
-    """Chunks with fewer tokens keep their extractive summary (it says enough)."""
+    """Chunks with fewer tokens keep their extractive summary (it says enough).
+    Bounds: 0 to 1_000_000."""
     max_chars: int = 600
-    """Longest summary kept; a longer one is cut at a sentence or word boundary."""
+    """Longest summary kept; a longer one is cut at a sentence or word boundary.
+    Bounds: 1 to 100_000."""
     interval_s: float = 600.0
-    """The daemon regenerates stale summaries this often."""
+    """The daemon regenerates stale summaries this often. Bounds: more than 0 to 604_800."""
     max_chunks_per_run: int = 200
-    """Most chunks sent to the model in one run (0: no limit)."""
+    """Most chunks sent to the model in one run (0: no limit). Bounds: 0 to 1_000_000_000."""
     max_tokens_per_run: int = 200_000
-    """Most tokens (prompt + answer, estimated before sending) spent in one run (0: no limit)."""
+    """Most tokens (prompt + answer, estimated before sending) spent in one run (0: no limit).
+    Bounds: 0 to 1_000_000_000_000."""
     max_chunks_per_day: int = 2000
-    """Most chunks sent to the model per UTC day, across runs and processes (0: no limit)."""
+    """Most chunks sent to the model per UTC day, across runs and processes (0: no limit).
+    Bounds: 0 to 1_000_000_000."""
     max_tokens_per_day: int = 2_000_000
-    """Most tokens spent per UTC day, across runs and processes (0: no limit)."""
+    """Most tokens spent per UTC day, across runs and processes (0: no limit).
+    Bounds: 0 to 1_000_000_000_000."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,13 @@ Sources come from three places, merged in this order: the paths given to
 a running daemon re-reads it on ``reload``).
 
 The socket lives in the runtime directory (mode 0700), is itself mode 0600,
-and answers one JSON object per line with one JSON object per line::
+and answers one JSON object per line with one JSON object per line.  Whoever
+can replace the socket sees every query and forges every answer, so both sides
+trust it only when its directory is not a symbolic link, is owned by this user
+and grants nothing to anyone else, and (for the client) the socket is owned by
+this user too; otherwise they refuse with a ``ConfigError`` that says why
+(``/tmp/codechunkd-<uid>`` is used when ``XDG_RUNTIME_DIR`` is unset, and
+another user may have made it first)::
 
     {"cmd": "status"}                      -> the status document
     {"cmd": "search", "query": "…", "k": 10, "repo": …, "branch": …, "path": …,
@@ -26,11 +32,15 @@ import json
 import os
 import socket
 import socketserver
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from codechunkd.errors import ConfigError
+from codechunkd.storage.layout import private_dir, trust_problem
 
 MAX_REQUEST = 1 << 20
 Handler = Callable[[Mapping[str, Any]], Any]
@@ -129,9 +139,7 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def __init__(self, path: Path, handlers: Mapping[str, Handler]) -> None:
         self.path = path
         self.handlers = dict(handlers)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(OSError):
-            path.parent.chmod(0o700)
+        ensure_socket_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a dead daemon's socket (we hold the writer lock)
         old = os.umask(0o177)
@@ -169,8 +177,44 @@ class DaemonUnavailable(Exception):
         super().__init__(reason)
 
 
+def _untrusted(problem: str) -> ConfigError:
+    return ConfigError(
+        f"not trusting the control socket's directory: {problem}; remove it, "
+        "or set XDG_RUNTIME_DIR to a directory of your own",
+        key="XDG_RUNTIME_DIR",
+    )
+
+
+def ensure_socket_dir(path: Path) -> None:
+    """Make the socket's directory 0700, or refuse an existing one we cannot trust."""
+    problem = private_dir(path)
+    if problem:
+        raise _untrusted(problem)
+
+
+def check_socket(path: Path) -> None:
+    """Refuse a socket that someone else could have put there (see the module docstring)."""
+    try:
+        problem = trust_problem(path.parent, os.lstat(path.parent))
+        if problem:  # even with no socket in it: no daemon of ours can listen there
+            raise _untrusted(problem)
+        info = os.lstat(path)
+    except FileNotFoundError as exc:
+        raise DaemonUnavailable(f"no daemon listening on {path}") from exc
+    except OSError as exc:
+        raise DaemonUnavailable(f"cannot look at {path}: {exc.strerror}") from exc
+    if not stat.S_ISSOCK(info.st_mode):
+        raise _untrusted(f"{path} is not a socket")
+    if info.st_uid != os.geteuid():
+        raise _untrusted(f"{path} is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})")
+
+
 def request(path: Path, doc: Mapping[str, Any], *, timeout: float = 2.0) -> Any:
-    """Send one request and return the answer; ``DaemonUnavailable`` when nobody answers."""
+    """Send one request and return the answer; ``DaemonUnavailable`` when nobody answers.
+
+    ``ConfigError`` when the socket or its directory cannot be trusted (``check_socket``).
+    """
+    check_socket(path)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)

@@ -5,8 +5,9 @@ A *source* is what one set of rows mirrors: a working tree (a checkout or a
 with no checkout (a bare mirror on a CI box).
 
 The identity of a file version is its git blob id: from the tree for committed
-files, from ``pygit2.hashfile`` for files that differ from HEAD in the working
-tree (nothing is written to the object database).  A ``ChangeSet`` lists the
+files, hashed from the opened file (``git/worktree.py``: inside the tree, no
+symlink followed) for files that differ from HEAD in the working tree (nothing
+is written to the object database).  A ``ChangeSet`` lists the
 *candidate* paths with the version each should have in the index (``blob=None``:
 the path should not be indexed).  Candidates come from a tree-to-tree diff
 between the indexed commit and HEAD plus the working tree's status, or, for a
@@ -26,9 +27,10 @@ from enum import StrEnum
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import DiffFind, FileMode, FileStatus
+from pygit2.enums import DiffFind, FileMode, FileStatus, ObjectType
 
 from codechunkd.errors import NotAGitRepo, RefNotFound, RepoError
+from codechunkd.git import worktree
 from codechunkd.types import BlobId, CommitId, SourceId
 
 _GITLINK = int(FileMode.COMMIT)
@@ -36,6 +38,12 @@ _LINK = int(FileMode.LINK)
 _TREE = int(FileMode.TREE)
 _IGNORED = FileStatus.IGNORED
 _UNCHANGED = FileStatus.CURRENT
+
+#: The blob of a working-tree file that exists but cannot be read (git's null id, which
+#: ``git diff --raw`` also shows for a working-tree side it did not hash): recorded with
+#: the skip reason ``unreadable``, it matches no content, so the file is read again once
+#: its content can be hashed.
+UNREADABLE: BlobId = "0" * 40
 
 
 class SourceKind(StrEnum):
@@ -228,27 +236,32 @@ class GitSource:
         return FileVersion(path=path, blob=None)
 
     def _worktree_version(self, path: str, head_tree: pygit2.Tree | None) -> FileVersion:
-        """The working tree's version of a path (the caller knows it may differ from HEAD)."""
+        """The working tree's version of a path (the caller knows it may differ from HEAD).
+
+        The path is reached without following a symlink at any level: a file
+        under a symlinked directory is not in the working tree.  A file that is
+        there but cannot be read has the blob ``UNREADABLE``.
+        """
         assert self.repo.workdir is not None
-        full = os.path.join(self.repo.workdir, path)
+        root = self.source.repo
         try:
-            st = os.lstat(full)
-        except OSError:
-            return FileVersion(path=path, blob=None, dirty=True)
-        if stat.S_ISLNK(st.st_mode):
-            blob = str(pygit2.hash(os.readlink(full).encode()))
-            entry = Entry.SYMLINK
-        elif stat.S_ISREG(st.st_mode):
-            try:
-                blob = str(pygit2.hashfile(full))
-            except (OSError, pygit2.GitError):
+            st = worktree.lstat(root, path)
+            if stat.S_ISLNK(st.st_mode):
+                blob = str(pygit2.hash(os.fsencode(worktree.readlink(root, path))))
+                entry = Entry.SYMLINK
+            elif stat.S_ISREG(st.st_mode):
+                with worktree.open_file(root, path) as (fd, opened):
+                    blob = worktree.hash_fd(fd, opened.st_size)
+                entry = Entry.FILE
+            else:  # a directory (submodule checkout, or file -> directory), a FIFO, a socket
+                head = self._tree_version(head_tree, path)
+                if head.entry is Entry.SUBMODULE and stat.S_ISDIR(st.st_mode):
+                    return head
                 return FileVersion(path=path, blob=None, dirty=True)
-            entry = Entry.FILE
-        else:  # a directory (submodule checkout, or file -> directory): not a file version
-            head = self._tree_version(head_tree, path)
-            if head.entry is Entry.SUBMODULE:
-                return head
-            return FileVersion(path=path, blob=None, dirty=True)
+        except OSError as exc:
+            if worktree.is_absent(exc):
+                return FileVersion(path=path, blob=None, dirty=True)
+            return FileVersion(path=path, blob=UNREADABLE, dirty=True)
         head = self._tree_version(head_tree, path)
         return FileVersion(path=path, blob=blob, entry=entry, dirty=blob != head.blob)
 
@@ -256,9 +269,52 @@ class GitSource:
         """Working-tree paths that differ from HEAD (untracked included, ignored not)."""
         try:
             status = self.repo.status(untracked_files="all", ignored=False)
-        except pygit2.GitError as exc:
-            raise RepoError(f"git status failed in {self.source.repo}: {exc}") from exc
+        except (pygit2.GitError, OSError):  # e.g. one tracked file cannot be opened
+            status = self._status_by_path()
         return {p: f for p, f in status.items() if f not in (_IGNORED, _UNCHANGED)}
+
+    def _status_by_path(self) -> dict[str, int]:
+        """``status()`` one path at a time, for when one file makes the whole call fail.
+
+        libgit2 gives up on the first tracked file it cannot open; here such a
+        path is reported as modified, and ``_worktree_version`` finds it unreadable.
+        """
+        repo = self.repo
+        try:
+            paths = {e.path for e in repo.index}
+            tree = self._tree(self.head().commit)
+            if tree is not None:
+                paths.update(p for p, _, _ in self._walk(tree))
+        except (pygit2.GitError, OSError) as exc:
+            raise RepoError(f"git status failed in {self.source.repo}: {exc}") from exc
+        paths.update(self._untracked(paths))
+        out: dict[str, int] = {}
+        for path in paths:
+            try:
+                out[path] = repo.status_file(path)
+            except KeyError:  # neither tracked nor in the working tree
+                continue
+            except (pygit2.GitError, OSError):
+                out[path] = int(FileStatus.WT_MODIFIED)
+        return out
+
+    def _untracked(self, tracked: set[str]) -> Iterator[str]:
+        """Files of the working tree that git does not track or ignore (no symlink followed)."""
+        root = self.source.repo
+        for top, dirs, files in os.walk(root):
+            rel = os.path.relpath(top, root)
+            prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            dirs[:] = [
+                d
+                for d in dirs
+                if d != ".git"
+                and not os.path.lexists(os.path.join(top, d, ".git"))  # nested repository
+                and not self.is_ignored(f"{prefix}{d}/")
+            ]
+            for name in files:
+                path = prefix + name
+                if path not in tracked and not self.is_ignored(path):
+                    yield path
 
     def is_ignored(self, path: str) -> bool:
         try:
@@ -340,27 +396,39 @@ class GitSource:
 
     # -- content ----------------------------------------------------------
 
-    def read(self, version: FileVersion) -> bytes:
-        """The bytes of a version: from the object database, or the working tree when dirty.
+    def read(self, version: FileVersion, *, limit: int) -> bytes | None:
+        """The bytes of a version, or None when it is larger than ``limit`` bytes.
 
-        For a dirty file the bytes read are re-hashed by the caller when they
-        must match ``version.blob`` exactly (the file may change in between).
+        From the object database (its size read from the object header, so an
+        oversized blob is never inflated), or from the working tree when dirty
+        (opened inside the tree without following a symlink or blocking; its
+        size read with ``fstat`` before any byte).  At most ``limit`` bytes are
+        read.  For a dirty file the bytes read are re-hashed by the caller when
+        they must match ``version.blob`` exactly (the file may change in between).
+        Raises ``OSError`` when the working-tree file cannot be read.
         """
         assert version.blob is not None
         if not version.dirty:
             try:
-                obj = self.repo[version.blob]
-            except KeyError:
+                oid = pygit2.Oid(hex=version.blob)
+                kind, size = self.repo.odb.read_header(oid)
+            except (KeyError, ValueError, pygit2.GitError):
                 pass
             else:
-                if isinstance(obj, pygit2.Blob):
-                    return bytes(obj.data)
+                if kind == ObjectType.BLOB:
+                    if size > limit:
+                        return None
+                    blob = self.repo[oid]
+                    assert isinstance(blob, pygit2.Blob)
+                    return bytes(blob.data)
         assert self.repo.workdir is not None, "a dirty version needs a working tree"
-        full = os.path.join(self.repo.workdir, version.path)
         if version.entry is Entry.SYMLINK:
-            return os.readlink(full).encode()
-        with open(full, "rb") as f:
-            return f.read()
+            return os.fsencode(worktree.readlink(self.source.repo, version.path))
+        with worktree.open_file(self.source.repo, version.path) as (fd, st):
+            if st.st_size > limit:
+                return None
+            data = worktree.read_at_most(fd, limit + 1)  # a file grown since fstat shows it
+        return None if len(data) > limit else data
 
 
 def blob_id(data: bytes) -> BlobId:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from codechunkd.git.changes import Entry
+from codechunkd.git.changes import UNREADABLE, Entry, FileVersion, GitSource, blob_id
 
 #: git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary.
 BINARY_SNIFF = 8000
@@ -20,6 +21,7 @@ class Text:
 
 
 def skip_reason_of_entry(entry: Entry) -> str | None:
+    """Entries that are never read: a submodule's commit, a symlink's target."""
     if entry is Entry.SUBMODULE:
         return "submodule"
     if entry is Entry.SYMLINK:
@@ -38,3 +40,35 @@ def as_text(data: bytes, *, max_size: int) -> Text | str:
     except UnicodeDecodeError:
         return Text(data=data.decode("utf-8", errors="replace").encode("utf-8"), replaced=True)
     return Text(data=data, replaced=False)
+
+
+def read_text(
+    git: GitSource, version: FileVersion, *, max_size: int
+) -> tuple[FileVersion, Text | str]:
+    """(the version actually read, its text or the reason it is skipped).
+
+    The one read-and-decide step of indexing and verification, so both say
+    the same of every file.  The size is checked before reading (at most
+    ``max_size`` bytes are read).  A dirty file is re-hashed: the version
+    returned is the one read, which may be newer than its status said.  A
+    file that cannot be read (or vanished since its status) is returned with
+    the blob ``UNREADABLE``: the index never claims a version it did not read,
+    and the file is read again once it can be.
+    """
+    reason = skip_reason_of_entry(version.entry)
+    if reason:
+        return version, reason
+    unreadable = dataclasses.replace(version, blob=UNREADABLE, dirty=True)
+    if version.blob == UNREADABLE:
+        return unreadable, "unreadable"
+    try:
+        raw = git.read(version, limit=max_size)
+    except OSError:
+        return unreadable, "unreadable"
+    if raw is None:
+        return version, "too_large"
+    if version.dirty:
+        blob = blob_id(raw)
+        if blob != version.blob:
+            version = dataclasses.replace(version, blob=blob)
+    return version, as_text(raw, max_size=max_size)

@@ -32,8 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from codechunkd.config.settings import SummarySettings
 from codechunkd.errors import BadAnswer, ConfigError, EndpointUnavailable
 from codechunkd.httpclient import (
@@ -43,12 +41,9 @@ from codechunkd.httpclient import (
     check_url,
     error_detail,
     post_json,
+    retrying,
     safe_url,
 )
-
-log = structlog.get_logger("codechunkd.llm")
-
-#: Status codes worth another try: rate limited, or the server is (briefly) unwell.
 
 Message = Mapping[str, str]
 """One chat message: ``{"role": "system" | "user", "content": "..."}``."""
@@ -160,36 +155,26 @@ class ChatClient:
                 "stream": False,
             }
         ).encode()
-        attempts = self.settings.retries + 1
-        for attempt in range(attempts):
-            if not self.limiter.acquire():
-                raise EndpointUnavailable(self.shown, "cancelled: shutting down")
-            try:
-                answer = self._post(payload)
-            except Retryable as exc:
-                if exc.delay is not None:
-                    self.limiter.pause(exc.delay)
-                if self._stop.is_set():
-                    raise EndpointUnavailable(self.shown, "cancelled: shutting down") from None
-                if attempt + 1 >= attempts:
-                    raise EndpointUnavailable(
-                        self.shown,
-                        f"failed {attempt + 1} times, last: {exc.reason}",
-                        retry_after=exc.delay,
-                    ) from None
-                delay = self._delay(attempt, exc.delay)
-                log.warning(
-                    "summary_request_retry",
-                    url=self.shown,
-                    reason=exc.reason,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                )
-                if self._stop.wait(delay):
-                    raise EndpointUnavailable(self.shown, "cancelled: shutting down") from None
-                continue
-            return self._completion(answer, payload)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def pause(exc: Retryable) -> None:
+            if exc.delay is not None:
+                self.limiter.pause(exc.delay)
+
+        body = retrying(
+            lambda: self._post(payload),
+            retries=self.settings.retries,
+            delay=self._delay,
+            stop=self._stop,
+            gave_up=lambda tries, exc: EndpointUnavailable(
+                self.shown, f"failed {tries} times, last: {exc.reason}", retry_after=exc.delay
+            ),
+            cancelled=lambda: EndpointUnavailable(self.shown, "cancelled: shutting down"),
+            event="summary_request_retry",
+            url=self.shown,
+            before=self.limiter.acquire,
+            on_retryable=pause,
+        )
+        return self._completion(body, payload)
 
     def _delay(self, attempt: int, asked: float | None) -> float:
         return backoff(attempt, asked, base=self._backoff, limit=self._max_delay)
@@ -212,7 +197,7 @@ class ChatClient:
         if not isinstance(answer, dict):
             raise BadAnswer(f"the answer is a JSON {type(answer).__name__}, not an object")
         if "error" in answer and "choices" not in answer:
-            raise BadAnswer(f"the server answered an error: {error_detail(body)}")
+            raise BadAnswer(f"the server answered an error: {error_detail(body, self._key)}")
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BadAnswer("the answer has no choices")

@@ -46,7 +46,7 @@ import pyarrow as pa
 import structlog
 
 from codechunkd.config.settings import Settings, SummarySettings
-from codechunkd.errors import BadAnswer, EndpointUnavailable, StoreError
+from codechunkd.errors import BadAnswer, EndpointUnavailable
 from codechunkd.llm.client import ChatClient, estimate_tokens
 from codechunkd.llm.summaries import (
     PROMPT_VERSION,
@@ -236,7 +236,7 @@ class Summarizer:
         """Stale rows in the index now."""
         if not self.reader.has_chunks():
             return 0
-        n = int(self.reader.chunks_table().count_rows(self.stale_filter()))
+        n = self.reader.count_chunks(self.stale_filter())
         self.last_backlog = n
         return n
 
@@ -245,15 +245,9 @@ class Summarizer:
         store = store or self.reader
         if not store.has_chunks():
             return []
-        table = (
-            store.chunks_table()
-            .search()
-            .where(self.stale_filter())
-            .select(["id", "content_hash", "indexed_at"])
-            .limit(None)
-            .to_arrow()
-            .sort_by([("indexed_at", "descending"), ("id", "descending")])
-        )
+        table = store.scan_chunks(
+            self.stale_filter(), ["id", "content_hash", "indexed_at"]
+        ).sort_by([("indexed_at", "descending"), ("id", "descending")])
         ids = table.column("id").to_pylist()
         hashes = table.column("content_hash").to_pylist()
         return [{"id": i, "content_hash": h} for i, h in zip(ids, hashes, strict=True)]
@@ -346,10 +340,7 @@ class Summarizer:
                 ],
             }
         )
-        try:
-            (self.store.chunks_table().merge_insert("id").when_matched_update_all().execute(table))
-        except Exception as exc:
-            raise StoreError(f"writing {len(full)} summaries failed: {exc}") from exc
+        self.store.update_chunks(table)
         return len(full)
 
     def _plan(self, todo: dict[str, str], budget: Budget, run: SummaryRun) -> list[_Item]:

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from codechunkd.chunking.chunker import chunk
-from codechunkd.chunking.languages import detect_language
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import GitSource, Matcher
-from codechunkd.git.files import as_text, skip_reason_of_entry
+from codechunkd.pipeline.prepare import prepare_file
 from codechunkd.storage.store import IndexStore
 
 Key = tuple[str, int, int, str, bool]
@@ -61,7 +59,11 @@ class VerifyReport:
 
 
 def expected_rows(settings: Settings, git: GitSource) -> tuple[dict[str, str], set[Key]]:
-    """(path → blob, row keys) of a from-scratch index of the source as it is now."""
+    """(path → blob, row keys) of a from-scratch index of the source as it is now.
+
+    Each file goes through ``prepare_file``, the step ``sync`` uses: a file
+    that cannot be read is expected with the blob ``UNREADABLE`` and no rows.
+    """
     changes = git.change_set(since=None, since_dirty={}, full=True)
     matcher = Matcher(settings.files.include, settings.files.exclude)
     blobs: dict[str, str] = {}
@@ -70,18 +72,10 @@ def expected_rows(settings: Settings, git: GitSource) -> tuple[dict[str, str], s
     for v in changes.versions:
         if v.blob is None or not matcher(v.path):
             continue
-        blobs[v.path] = v.blob
-        if skip_reason_of_entry(v.entry):
-            continue
-        try:
-            text = as_text(git.read(v), max_size=settings.files.max_file_size)
-        except OSError:
-            continue
-        if isinstance(text, str):
-            continue
-        data = text.data
-        language = detect_language(v.path, data[:256], settings.chunking.extensions)
-        for c in chunk(v.path, data, settings.chunking, language=language, count_tokens=count):
+        done = prepare_file(git, v, settings, count)
+        assert done.version.blob is not None
+        blobs[v.path] = done.version.blob
+        for c in done.chunks:
             keys.add((c.path, c.start_byte, c.end_byte, c.content_hash, c.synthetic))
     return blobs, keys
 

@@ -8,10 +8,16 @@ SQLite (stdlib) rather than a LanceDB table: the cache is a private key-value
 store of the single writer, read by exact key thousands of times per batch and
 touched on every hit, which is what SQLite is good at and LanceDB is not
 (every LanceDB write is a new table version).
+
+SQLite errors leave as one-line ``StoreError``s (``translating``): a full disk is
+a plain one and the failed write is rolled back (the batch is embedded again next
+time, nothing half-written stays); a corrupt file is ``IndexDamaged``, and
+``codechunkd index --rebuild`` moves it aside (``storage/repair.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -22,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from codechunkd.storage._errors import translating
+from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.types import ContentHash
 
 _SCHEMA = """
@@ -57,9 +65,16 @@ class CacheStats:
         return self.hits / total if total else 0.0
 
 
+def _rollback(db: sqlite3.Connection) -> None:
+    """End a failed write's transaction (SQLite may have ended it already)."""
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("ROLLBACK")
+
+
 class EmbeddingCache:
     """Vectors by (model id, embedded-text hash), LRU-bounded, safe across threads."""
 
+    @translating("opening the embedding cache")
     def __init__(self, path: Path, *, max_entries: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -76,6 +91,7 @@ class EmbeddingCache:
         with self._lock:
             self._db.close()
 
+    @translating("reading the embedding cache")
     def get_many(
         self, model: str, keys: Iterable[ContentHash], dimension: int
     ) -> dict[ContentHash, npt.NDArray[np.float32]]:
@@ -103,6 +119,7 @@ class EmbeddingCache:
             self.misses += len(wanted) - len(found)
         return found
 
+    @translating("writing the embedding cache")
     def put_many(self, model: str, vectors: Mapping[ContentHash, npt.NDArray[np.float32]]) -> None:
         if not vectors:
             return
@@ -111,14 +128,21 @@ class EmbeddingCache:
             (model, k, np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in vectors.items()
         ]
         with self._lock:
+            crashpoint("cache_put.before")
             self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embeddings (model, key, vector, last_used) "
-                "VALUES (?, ?, ?, ?)",
-                rows,
-            )
-            self._db.execute("COMMIT")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO embeddings (model, key, vector, last_used) "
+                    "VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                _rollback(self._db)  # else the connection stays in the transaction for good
+                raise
+            crashpoint("cache_put.after")
 
+    @translating("evicting from the embedding cache")
     def evict(self) -> int:
         """Drop least recently used entries past ``max_entries``; returns how many."""
         with self._lock:
@@ -133,6 +157,7 @@ class EmbeddingCache:
             )
             return excess
 
+    @translating("reading the embedding cache")
     def stats(self) -> CacheStats:
         with self._lock:
             (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
@@ -178,6 +203,7 @@ class SummaryCache:
     the embedding cache's (``cache.sqlite``), on its own connection.
     """
 
+    @translating("opening the summary cache")
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -192,6 +218,7 @@ class SummaryCache:
         with self._lock:
             self._db.close()
 
+    @translating("reading the summary cache")
     def get_many(
         self, model: str, prompt_version: str, hashes: Iterable[ContentHash]
     ) -> dict[ContentHash, str]:
@@ -209,6 +236,7 @@ class SummaryCache:
                 found.update(rows)
         return found
 
+    @translating("writing the summary cache")
     def put(
         self, model: str, prompt_version: str, content_hash: ContentHash, summary: str, tokens: int
     ) -> None:
@@ -220,6 +248,7 @@ class SummaryCache:
                 (content_hash, model, prompt_version, summary, tokens, time.time()),
             )
 
+    @translating("reading the summary cache")
     def count(self, model: str, prompt_version: str) -> int:
         with self._lock:
             (n,) = self._db.execute(
@@ -228,6 +257,7 @@ class SummaryCache:
             ).fetchone()
         return int(n)
 
+    @translating("reading the summary cache")
     def usage(self, day: str) -> SummaryUsage:
         with self._lock:
             row = self._db.execute(
@@ -236,6 +266,7 @@ class SummaryCache:
             ).fetchone()
         return SummaryUsage(*row) if row else SummaryUsage()
 
+    @translating("writing the summary cache")
     def add_usage(
         self, day: str, *, chunks: int = 0, tokens: int = 0, requests: int = 0, failures: int = 0
     ) -> None:

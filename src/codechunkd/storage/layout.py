@@ -5,16 +5,66 @@ writer's private files: the embedding cache, the writer lock and ``state.json``
 (a copy of the ``repos`` table that ``codechunkd status`` reads without
 importing LanceDB, whose import alone costs ~2 s).  For an object-store URI
 those private files live under ``$XDG_STATE_HOME/codechunkd/<hash of the URI>``.
+
+Everything here is private to the user: the index holds source code.
+``private_umask`` makes what the process creates 0700/0600 whatever the
+umask (a umask that already denies others everything, like the system unit's
+``UMask=0027``, keeps its group bits: the group mode is opt-in), and
+``private_dir`` makes (or accepts) the one directory whose trust matters
+before anything is created in it: the control socket's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from codechunkd.config.settings import Settings, default_runtime_dir
+
+
+def private_umask() -> int:
+    """Deny others (and, unless the umask already denied others all, the group) every access.
+
+    A umask of 022 or 002 is a default nobody chose for an index of source code; one that
+    already denies others everything (027, 007, 077) was chosen, and its group bits stay.
+    Returns the umask now in force.
+    """
+    old = os.umask(0o077)
+    new = old if old & 0o007 == 0o007 else old | 0o077
+    os.umask(new)
+    return new
+
+
+def trust_problem(path: Path, info: os.stat_result) -> str | None:
+    """Why an existing directory (``lstat``) cannot be trusted to be ours alone, or None."""
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory"
+    if info.st_uid != os.geteuid():
+        return f"{path} is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})"
+    if info.st_mode & 0o077:
+        return f"{path} has mode {stat.S_IMODE(info.st_mode):04o}, not 0700"
+    return None
+
+
+def private_dir(path: Path) -> str | None:
+    """Create ``path`` mode 0700 (its parents as the umask says), or check an existing one.
+
+    An existing directory is used only when it is not a symbolic link, is owned by this
+    user and grants nothing to group or others; otherwise the reason is returned (another
+    user may have made it first, in ``/tmp``, to plant a socket of their own).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return trust_problem(path, os.lstat(path))
+    os.chmod(path, 0o700)  # whatever the umask
+    return None
 
 
 def _is_local(uri: str) -> bool:
@@ -49,6 +99,22 @@ class IndexPaths:
     @property
     def key(self) -> str:
         return hashlib.sha256(self.uri.encode()).hexdigest()[:12]
+
+    def index_problem(self) -> str | None:
+        """Why a local index cannot be read (missing, not a directory, not an index), or None.
+
+        An object-store URI is not checked here (that would cost a round trip).
+        """
+        if not _is_local(self.uri):
+            return None
+        root = Path(self.uri)
+        if not root.exists():
+            return f"no index at {root}"
+        if not root.is_dir():
+            return f"{root} is not a directory"
+        if not (self.meta.is_dir() or (root / "chunks.lance").is_dir()):
+            return f"{root} is not a codechunkd index"
+        return None
 
     @classmethod
     def of(cls, settings: Settings) -> IndexPaths:

@@ -57,7 +57,7 @@ class Filters:
     branch: str | None = None
     commit: str | None = None
     path: str | None = None
-    """Glob on the path (``*`` and ``?``; ``*`` also matches ``/``)."""
+    """Glob on the path (``*``, ``?``, ``[…]``, ``[!…]``; ``*`` also matches ``/``)."""
     language: str | None = None
     kind: str | None = None
     source: str | None = None
@@ -75,8 +75,55 @@ class Filters:
             if value:
                 parts.append(f"{column} = {quote(value)}")
         if self.path:
-            parts.append(f"path LIKE {quote(glob_to_like(self.path))} ESCAPE '\\'")
+            parts.append(path_filter(self.path))
         return " AND ".join(parts) or None
+
+
+def path_filter(glob: str) -> str:
+    """The SQL filter of a ``--path`` glob: ``*``, ``?`` and ``[…]``/``[!…]`` as in fnmatch.
+
+    ``*`` also matches ``/``.  A glob without a character class is a ``LIKE`` (which a
+    scalar index can serve); one with a class is a regular expression (``LIKE`` has none).
+    An unclosed ``[`` is a literal ``[``, as in fnmatch.
+    """
+    regex = _glob_regex(glob)
+    if regex is None:
+        return f"path LIKE {quote(glob_to_like(glob))} ESCAPE '\\'"
+    return f"regexp_like(path, {quote(regex)})"
+
+
+_REGEX_META = frozenset("\\.+*?()|[]{}^$")
+_CLASS_META = frozenset("\\[]&~^")  # ``&&`` and ``~~`` are set operations in Rust regex
+
+
+def _glob_regex(glob: str) -> str | None:
+    """The anchored regex of a glob that has a character class; None when it has none."""
+    out: list[str] = []
+    has_class = False
+    i, n = 0, len(glob)
+    while i < n:
+        ch = glob[i]
+        i += 1
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = i + 1 if i < n and glob[i] in "!^" else i
+            j = j + 1 if j < n and glob[j] == "]" else j  # a leading ``]`` is literal
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:  # unclosed: a literal ``[``
+                out.append("\\[")
+                continue
+            body, i = glob[i:j], j + 1
+            negate = body[:1] in {"!", "^"}
+            body = "".join("\\" + c if c in _CLASS_META else c for c in body[negate:])
+            out.append(f"[{'^' if negate else ''}{body}]")
+            has_class = True
+        else:
+            out.append("\\" + ch if ch in _REGEX_META else ch)
+    return f"(?s)^{''.join(out)}$" if has_class else None
 
 
 def glob_to_like(glob: str) -> str:
@@ -150,20 +197,12 @@ class Searcher:
     def _vector(
         self, vector: npt.NDArray[np.float32], n: int, where: str | None
     ) -> list[dict[str, Any]]:
-        q = self.store.chunks_table().search(np.asarray(vector, np.float32)).distance_type("cosine")
-        if where:
-            q = q.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = q.select([*RESULT_COLUMNS, "_distance"]).limit(n).to_list()
-        return rows
+        return self.store.vector_search(vector, n, where, RESULT_COLUMNS)
 
     def _text(self, text: str, n: int, where: str | None) -> list[dict[str, Any]]:
         if not self.store.has_fts() or not text.strip():
             return []
-        q = self.store.chunks_table().search(text, query_type="fts", fts_columns="fts_text")
-        if where:
-            q = q.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = q.select([*RESULT_COLUMNS, "_score"]).limit(n).to_list()
-        return rows
+        return self.store.text_search(text, n, where, RESULT_COLUMNS)
 
     def search(
         self,

@@ -9,6 +9,12 @@ or stale is simply done again, and re-doing a file is idempotent.
 
 Every handle uses strong read consistency: a default LanceDB handle never sees
 another process's later writes.
+
+Storage owns LanceDB: every method that touches a table translates LanceDB, Arrow
+and OS errors (``@translating``, see ``storage/_errors.py``) into one-line
+``StoreError``s, and a missing or unreadable file into ``IndexDamaged``
+(``codechunkd index --rebuild`` repairs it, see ``storage/repair.py``).  Callers
+never see a LanceDB exception.
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from codechunkd.errors import ModelMismatch, SchemaMismatch, StoreError
+from codechunkd.errors import ModelMismatch, SchemaMismatch
 from codechunkd.storage import schema as S
+from codechunkd.storage._errors import translate, translating
+from codechunkd.storage.crashpoints import crashpoint
+from codechunkd.storage.statefile import state_file_damage
 from codechunkd.types import BlobId, SourceId
 
 if TYPE_CHECKING:  # at run time only the writer needs them: readers skip pygit2 and tree-sitter
@@ -144,26 +153,28 @@ class IndexStore:
         lancedb = import_lancedb()
         self.uri = uri
         self.state_file = state_file
-        if is_local(uri):
-            Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         try:
+            if is_local(uri):
+                Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
             self.db = lancedb.connect(
                 uri,
                 read_consistency_interval=timedelta(0),
                 storage_options=dict(storage_options or {}),
             )
         except Exception as exc:
-            raise StoreError(f"cannot open index at {uri}: {exc}") from exc
+            raise translate(exc, f"cannot open the index at {uri}") from exc
         self._tables: dict[str, Any] = {}
 
     # -- tables -------------------------------------------------------------
 
+    @translating("listing tables")
     def table_names(self) -> list[str]:
         return list(self.db.list_tables().tables)
 
     def has_chunks(self) -> bool:
         return S.CHUNKS in self.table_names()
 
+    @translating("opening a table")
     def _open(self, name: str) -> Any:
         tbl = self._tables.get(name)
         if tbl is None:
@@ -174,6 +185,7 @@ class IndexStore:
             self._tables[name] = tbl
         return tbl
 
+    @translating("creating a table")
     def _ensure(self, name: str, schema: pa.Schema) -> Any:
         if name not in self._tables and name not in self.table_names():
             self._tables[name] = self.db.create_table(name, schema=schema, exist_ok=True)
@@ -191,6 +203,7 @@ class IndexStore:
         self._ensure(S.FILES, S.FILES_SCHEMA)
         self._ensure(S.REPOS, S.REPOS_SCHEMA)
 
+    @translating("reading the table schema")
     def index_model(self) -> tuple[str, int] | None:
         """(model id, dimension) of the vectors in the index, if it has any table."""
         if not self.has_chunks():
@@ -205,6 +218,7 @@ class IndexStore:
         if found is not None and found != (model_id, dimension):
             raise ModelMismatch(found[0], model_id, found[1], dimension)
 
+    @translating("dropping the tables")
     def drop_all(self) -> None:
         for name in (S.CHUNKS, S.FILES, S.REPOS):
             if name in self.table_names():
@@ -212,8 +226,11 @@ class IndexStore:
         self._tables.clear()
 
     def chunks_table(self) -> Any:
+        """The raw LanceDB table, for tests and tools: codechunkd itself goes through the
+        methods here, which translate LanceDB's errors."""
         return self._open(S.CHUNKS)
 
+    @translating("listing indexes")
     def _indices(self) -> list[Any]:
         return list(self._open(S.CHUNKS).list_indices()) if self.has_chunks() else []
 
@@ -223,6 +240,7 @@ class IndexStore:
     def has_vector_index(self) -> bool:
         return any("vector" in ix.columns for ix in self._indices())
 
+    @translating("building the full-text index")
     def ensure_fts(self) -> bool:
         """Create the full-text index once the table has rows (fast: ~0.1 s per 1k rows).
 
@@ -232,16 +250,22 @@ class IndexStore:
             return False
         from lancedb.index import FTS
 
+        crashpoint("fts_index.before")
         self._open(S.CHUNKS).create_index("fts_text", config=FTS(), replace=True)
+        crashpoint("fts_index.after")
         return True
 
+    @translating("building the vector index")
     def build_vector_index(self) -> None:
         """An IVF-PQ cosine index on ``vector`` (minutes at 100k rows: never in the write path)."""
         from lancedb.index import IvfPq
 
         tbl = self._open(S.CHUNKS)
+        crashpoint("vector_index.before")
         tbl.create_index("vector", config=IvfPq(distance_type="cosine"), replace=True)
+        crashpoint("vector_index.after")
 
+    @translating("reading chunks")
     def select(
         self, where: str | None, columns: Sequence[str], *, limit: int | None = None
     ) -> list[dict[str, Any]]:
@@ -259,8 +283,46 @@ class IndexStore:
             return []
         return self.select(in_list("id", ids), columns)
 
+    @translating("searching vectors")
+    def vector_search(
+        self, vector: npt.NDArray[np.float32], n: int, where: str | None, columns: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The ``n`` rows of ``chunks`` nearest to ``vector`` (cosine), with ``_distance``."""
+        q = self._open(S.CHUNKS).search(np.asarray(vector, np.float32)).distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = q.select([*columns, "_distance"]).limit(n).to_list()
+        return rows
+
+    @translating("searching text")
+    def text_search(
+        self, text: str, n: int, where: str | None, columns: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The ``n`` best BM25 matches of ``text`` in ``fts_text``, with ``_score``."""
+        q = self._open(S.CHUNKS).search(text, query_type="fts", fts_columns="fts_text")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = q.select([*columns, "_score"]).limit(n).to_list()
+        return rows
+
+    def scan_chunks(self, where: str | None, columns: Sequence[str]) -> pa.Table:
+        """Every row of ``chunks`` matching ``where`` (an Arrow table, no ranking)."""
+        return self._scan(S.CHUNKS, where, columns)
+
+    @translating("counting rows")
+    def count_chunks(self, where: str | None = None) -> int:
+        """Rows of ``chunks`` matching ``where`` (0 without a table)."""
+        return int(self._open(S.CHUNKS).count_rows(where)) if self.has_chunks() else 0
+
+    @translating("updating chunks")
+    def update_chunks(self, table: pa.Table) -> None:
+        """Set the columns of ``table`` on the rows of ``chunks`` with its ids, in one commit
+        (writer only; rows whose id is gone are not inserted)."""
+        self._open(S.CHUNKS).merge_insert("id").when_matched_update_all().execute(table)
+
     # -- reads --------------------------------------------------------------
 
+    @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:
         if name not in self.table_names():
             return pa.table({c: [] for c in columns})
@@ -328,10 +390,12 @@ class IndexStore:
             updated_at=r["updated_at"],
         )
 
+    @translating("counting rows")
     def rows(self) -> int:
         """Rows of ``chunks`` (all sources; from the table's metadata)."""
         return int(self._open(S.CHUNKS).count_rows()) if self.has_chunks() else 0
 
+    @translating("counting rows")
     def count(self, source: SourceId | None = None) -> tuple[int, int]:
         """(files, chunks) in the index, for one source or all."""
         where = f"source = {quote(source)}" if source else None
@@ -346,6 +410,7 @@ class IndexStore:
 
     # -- writes (the single writer) -----------------------------------------
 
+    @translating("writing a batch")
     def write_batch(
         self,
         source: Source,
@@ -370,10 +435,13 @@ class IndexStore:
         chunks = self._open(S.CHUNKS)
         rows = self._chunk_rows(source, head, files, model_id, now, chunks.schema)
         try:
+            crashpoint("write_batch.before")
             if new and not deletes:
                 if rows.num_rows:
                     chunks.add(rows)
+                crashpoint("write_batch.chunks_committed")
                 self._open(S.FILES).add(self._file_rows(source, files, now))
+                crashpoint("write_batch.after")
                 return
             if rows.num_rows:
                 (
@@ -385,6 +453,7 @@ class IndexStore:
                 )
             else:
                 chunks.delete(scope)
+            crashpoint("write_batch.chunks_committed")
             file_rows = self._file_rows(source, files, now)
             tbl = self._open(S.FILES)
             if file_rows.num_rows:
@@ -397,8 +466,9 @@ class IndexStore:
                 )
             else:
                 tbl.delete(scope)
+            crashpoint("write_batch.after")
         except Exception as exc:
-            raise StoreError(f"writing {len(paths)} files to {self.uri} failed: {exc}") from exc
+            raise translate(exc, f"writing {len(paths)} files to {self.uri}") from exc
 
     def _chunk_rows(
         self,
@@ -480,6 +550,7 @@ class IndexStore:
             schema=S.FILES_SCHEMA,
         )
 
+    @translating("writing the source state")
     def put_state(self, state: SourceState) -> None:
         src = state.source
         row = {
@@ -502,25 +573,31 @@ class IndexStore:
         tbl = self._open(S.REPOS)
         data = pa.Table.from_pylist([row], schema=S.REPOS_SCHEMA)
         try:
+            crashpoint("put_state.before")
             tbl.merge_insert(
                 "source"
             ).when_matched_update_all().when_not_matched_insert_all().execute(data)
+            crashpoint("put_state.committed")
         except Exception as exc:
-            raise StoreError(f"writing state of {src.repo} failed: {exc}") from exc
+            raise translate(exc, f"writing the state of {src.repo}") from exc
         self.write_state_file()
 
     def write_state_file(self) -> None:
         """Mirror ``repos`` into ``state.json`` (atomically) for the fast ``status`` path."""
         if self.state_file is None:
             return
+        crashpoint("state_file.before")
         write_state_file(self.state_file, self.uri, self.states())
+        crashpoint("state_file.after")
 
+    @translating("removing a source")
     def remove_source(self, source: SourceId) -> None:
         where = f"source = {quote(source)}"
         for name in (S.CHUNKS, S.FILES, S.REPOS):
             if name in self.table_names():
                 self._open(name).delete(where)
 
+    @translating("reading fragments")
     def unindexed(self) -> tuple[int, int]:
         """Rows and data fragments of ``chunks`` its full-text index does not cover yet."""
         if not self.has_chunks():
@@ -535,6 +612,7 @@ class IndexStore:
         new = [f for f in ds.get_fragments() if f.fragment_id not in covered]
         return sum(f.metadata.physical_rows for f in new), len(new)
 
+    @translating("compacting the index")
     def fold(self, keep: timedelta, *, fragment_rows: int, merge: bool) -> None:
         """Fold rows written since the last fold into the table's layout and indexes (writer only).
 
@@ -547,19 +625,23 @@ class IndexStore:
         a fold of 48k new rows took +150-310 MiB at any table size (docs/operations.md).
         """
         try:
+            crashpoint("fold.before")
             if self.has_chunks():
                 tbl = self._open(S.CHUNKS)
                 tbl.to_lance().optimize.compact_files(
                     target_rows_per_fragment=fragment_rows, num_threads=1
                 )
+                crashpoint("fold.compacted")
                 if self._indices():
                     tbl.to_lance().optimize.optimize_indices(num_indices_to_merge=int(merge))
+                crashpoint("fold.indexed")
                 tbl.to_lance().cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
                 if name in self.table_names():
                     self._open(name).optimize(cleanup_older_than=keep)
+            crashpoint("fold.after")
         except Exception as exc:
-            raise StoreError(f"compacting the index failed: {exc}") from exc
+            raise translate(exc, f"compacting the index {self.uri}") from exc
 
     def size_bytes(self) -> int | None:
         if not is_local(self.uri):
@@ -600,8 +682,9 @@ def write_state_file(path: Path, uri: str, states: Sequence[SourceState]) -> Non
 
 
 def read_state_file(path: Path) -> dict[str, Any] | None:
+    """``state.json``, or None when it is absent or not a valid state document."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    return doc if isinstance(doc, dict) and state_file_damage(path) is None else None

@@ -1,0 +1,52 @@
+"""One file read, decoded, its language detected and chunked: the step sync and verify share.
+
+``verify`` recomputes what ``sync`` should have written; both go through
+``prepare_file`` so a file is skipped, decoded and chunked the same way by
+both, and a difference between them is a real difference in the index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codechunkd.chunking.chunker import Chunk, CountTokens, chunk
+from codechunkd.chunking.languages import detect_language
+from codechunkd.config.settings import Settings
+from codechunkd.git.changes import FileVersion, GitSource
+from codechunkd.git.files import read_text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """A file's chunks, or the reason it has none."""
+
+    version: FileVersion
+    """The version actually read (a dirty file may have changed since its status)."""
+    language: str = ""
+    chunks: list[Chunk] = field(default_factory=list)
+    skip_reason: str | None = None
+    replaced_utf8: bool = False
+    """The file was not valid UTF-8 and was decoded with replacement characters."""
+    error: str | None = None
+    """Why chunking failed (``skip_reason`` is then ``chunking_failed``)."""
+
+
+def prepare_file(
+    git: GitSource, version: FileVersion, settings: Settings, count_tokens: CountTokens
+) -> Prepared:
+    """Read, decode, detect and chunk one file; a bad file is a skip, never an exception."""
+    version, text = read_text(git, version, max_size=settings.files.max_file_size)
+    if isinstance(text, str):
+        return Prepared(version=version, skip_reason=text)
+    path, data = version.path, text.data
+    language = detect_language(path, data[:256], settings.chunking.extensions)
+    try:
+        chunks = chunk(path, data, settings.chunking, language=language, count_tokens=count_tokens)
+    except Exception as exc:  # noqa: BLE001 - one bad file is a counted skip, not a crash
+        return Prepared(
+            version=version,
+            skip_reason="chunking_failed",
+            replaced_utf8=text.replaced,
+            error=repr(exc),
+        )
+    return Prepared(version=version, language=language, chunks=chunks, replaced_utf8=text.replaced)

@@ -1,0 +1,174 @@
+"""Hostile working trees: nothing outside the repository is indexed, nothing blocks, a bad
+file is a counted skip, and ``verify`` agrees with what ``sync`` wrote (issue #15 rows 4-6, 8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from tests.conftest import Indexer, Repo
+
+from codechunkd.config import Settings, load_settings
+from codechunkd.embedding.embedder import Embedder
+from codechunkd.git.changes import UNREADABLE, GitSource
+from codechunkd.pipeline.sync import SyncProgress
+from codechunkd.pipeline.verify import verify
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+
+
+def unprivileged(argv: list[str]) -> list[str]:
+    """``argv`` run so that a mode-000 file cannot be opened.
+
+    root ignores file modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: as
+    root the command runs with both dropped from its bounding set (``setpriv``),
+    which makes ``open()`` of a mode-000 file fail with EACCES as it does for a user.
+    """
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a file unreadable")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+
+
+def _contents(ix: Indexer) -> list[str]:
+    tbl = ix.store.chunks_table()
+    return [
+        r["content"] for r in tbl.search().select(["content"]).limit(None).to_arrow().to_pylist()
+    ]
+
+
+def test_directory_replaced_by_a_symlink_to_outside_is_not_indexed(
+    repo: Repo, indexer: Indexer, settings: Settings, tmp_path: Path
+) -> None:
+    """`conf/` committed, then replaced by a symlink to a folder outside: the outside file's
+    content never reaches the index, the old rows go, and verify agrees."""
+    outside = tmp_path / "etc"
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0:OUTSIDE_SECRET:/root:/bin/bash\n")
+    repo.write("conf/passwd", "user = 'inside'\n")
+    repo.write("app.py", "def main():\n    return 1\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    shutil.rmtree(repo.path / "conf")
+    os.symlink(outside, repo.path / "conf")
+
+    report = indexer.sync(repo.path)
+    assert not any("OUTSIDE_SECRET" in c for c in _contents(indexer))
+    manifest = indexer.store.manifest(GitSource(repo.path).source.id)
+    assert "conf/passwd" not in manifest
+    assert manifest["conf"].skip_reason == "symlink"
+    assert report.deleted == 1
+    assert verify(settings, indexer.store, GitSource(repo.path)).ok
+
+
+def test_oversized_untracked_file_is_skipped(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A sparse 256 MB untracked file is a `too_large` skip recorded at its blob; verify agrees."""
+    repo.write("app.py", "def main():\n    return 1\n")
+    repo.commit()
+    with open(repo.path / "huge.dat", "wb") as f:
+        f.truncate(256 << 20)
+    report = indexer.sync(repo.path)
+    assert report.skipped["too_large"] == 1
+    rec = indexer.store.manifest(GitSource(repo.path).source.id)["huge.dat"]
+    assert rec.skip_reason == "too_large" and rec.blob != UNREADABLE
+    assert verify(settings, indexer.store, GitSource(repo.path)).ok
+
+
+def test_fifo_appearing_during_a_multi_batch_sync_does_not_hang(
+    repo: Repo,
+    index_dir: Path,
+    embedder: Embedder,
+) -> None:
+    """A file replaced by a FIFO after the change set was made (while the first batch is
+    written) is a counted skip; the sync finishes instead of blocking in open()."""
+    settings = load_settings(
+        env={}, overrides={"index.dir": str(index_dir), "index.batch_files": 1}
+    )
+    repo.write("keep.py", "k = 0\n")
+    repo.commit()
+    for i in range(6):  # untracked: read from the working tree
+        repo.write(f"m{i}.py", f"def f{i}():\n    return {i}\n")
+    fifo = repo.path / "m5.py"
+    ix = Indexer(settings, embedder)
+    replaced = threading.Event()
+
+    def progress(p: SyncProgress) -> None:
+        if p.chunks and not replaced.is_set():  # a batch is written; m5.py is batches away
+            fifo.unlink()
+            os.mkfifo(fifo)
+            replaced.set()
+
+    result: list[object] = []
+
+    def run() -> None:
+        try:
+            result.append(ix.sync(repo.path, progress=progress))
+        except BaseException as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    if worker.is_alive():  # unblock the reader stuck in open() before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(timeout=30)
+        ix.close()
+        pytest.fail("the sync blocked on a FIFO")
+    ix.close()
+    (report,) = result
+    assert not isinstance(report, BaseException), repr(report)
+    assert replaced.is_set()
+    assert report.skipped["unreadable"] == 1  # type: ignore[attr-defined]
+    assert report.chunks >= 6  # type: ignore[attr-defined]
+
+
+def _cli(*args: str, privileged: bool = True) -> subprocess.CompletedProcess[str]:
+    argv = [EXE, *args]
+    done = subprocess.run(
+        argv if privileged else unprivileged(argv), capture_output=True, text=True, timeout=300
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_unreadable_files_are_counted_skips_and_retried(repo: Repo, index_dir: Path) -> None:
+    """A mode-000 tracked file (libgit2's status fails on it) and a mode-000 untracked file:
+    `index` exits 0 with two `unreadable` skips and indexes the rest; `verify` is clean; once
+    readable again (same content) the files are indexed on the next run."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.write("b.py", "def bravo():\n    return 2\n")
+    repo.commit()
+    repo.write("c.py", "def charlie():\n    return 3\n")
+    for name in ("b.py", "c.py"):
+        (repo.path / name).chmod(0)
+    where = [str(repo.path), "--index-dir", str(index_dir), "--json"]
+
+    done = _cli("index", *where, privileged=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["skipped"] == {"unreadable": 2}
+    assert report["chunks"] >= 1
+    checked = _cli("verify", *where, privileged=False)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"], checked.stdout
+
+    for name in ("b.py", "c.py"):
+        (repo.path / name).chmod(0o644)
+    done = _cli("index", *where)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["skipped"] == {}
+    hits = _cli("search", "bravo", "--mode", "text", "--index-dir", str(index_dir), "--json")
+    assert any(h["path"] == "b.py" for h in json.loads(hits.stdout)), hits.stdout
+    checked = _cli("verify", *where)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"], checked.stdout
