@@ -6,7 +6,8 @@ and wired here and nowhere else.  Commands that do not embed (``status``,
 
 Exit codes: 0 success; 1 unexpected error; 2 bad settings or usage; 3 git
 error; 4 index error; 5 the index is locked by another writer; 6 embedding
-error.  ``status`` adds 10 (some source is stale), 11 (degraded: a source is
+error; 8 the index is damaged (run ``codechunkd index --rebuild``; ``status``
+too).  ``status`` adds 10 (some source is stale), 11 (degraded: a source is
 not fully watched, or keeps failing), 12 (nothing indexed), 13 (stopped: no
 daemon runs for this index; the indexed state is still printed) and 14
 (stalled: the daemon is silent or its changes wait too long); see
@@ -36,6 +37,7 @@ from codechunkd.errors import CodechunkdError
 
 EXIT_STALE = 10
 EXIT_EMPTY = 12
+MAX_K = 1000
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="search the index (hybrid: vectors + full text)")
     p.add_argument("query", help="natural-language or code query, or a symbol name")
-    p.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    p.add_argument("-k", type=int, default=10, help=f"number of results, 1 to {MAX_K} (default 10)")
     p.add_argument("--mode", choices=["hybrid", "vector", "text"], default="hybrid", help="ranking")
     p.add_argument("--repo", help="only this repository (its root path)")
     p.add_argument("--branch", help="only rows indexed on this branch")
@@ -121,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="the ref it follows, if any")
     _common(p)
 
+    p = sub.add_parser("mcp", help="serve the index to coding agents (Model Context Protocol)")
+    p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (not stdio)")
+    p.add_argument("--port", type=int, default=8765, help="port for --http (default 8765; 0: any)")
+    p.add_argument("--config", type=Path, help="settings file")
+    p.add_argument("--index-dir", help="index directory or URI")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+
     p = sub.add_parser("service", help="systemd units")
     ssub = p.add_subparsers(dest="service_command", required=True, metavar="ACTION")
     q = ssub.add_parser("install", help="write and enable the unit (or print what to do)")
@@ -134,8 +143,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands that read an index: a missing one is an error, never created (a typo'd --index-dir).
+READ_COMMANDS = frozenset({"search", "status", "verify"})
+
+
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(config=args.config, overrides={"index.dir": args.index_dir})
+    """The settings, with what every command needs first: a private umask, an index to read."""
+    from codechunkd.errors import StoreError
+    from codechunkd.storage.layout import IndexPaths, private_umask
+
+    settings = load_settings(config=args.config, overrides={"index.dir": args.index_dir})
+    private_umask()  # the index, its cache and the socket hold source code
+    command = getattr(args, "command", None)
+    # `status` on the default index before anything was indexed says so (exit 12/13);
+    # a directory named on the command line must be an index for every read command.
+    if command in READ_COMMANDS and (args.index_dir or command != "status"):
+        problem = IndexPaths.of(settings).index_problem()
+        if problem:
+            raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
+    if command == "run":  # refuse a socket directory someone else made before starting
+        from codechunkd.daemon.control import ensure_socket_dir
+
+        ensure_socket_dir(IndexPaths.of(settings).runtime)
+    return settings
 
 
 def _print_json(doc: object) -> None:
@@ -146,27 +176,51 @@ def _print_json(doc: object) -> None:
 
 
 class _ProgressBar:
-    """files and chunks with an ETA, on a terminal only."""
+    """Files, chunks, pace and ETA on one redrawn line, on a terminal only.
+
+    Keeps the latest progress either way: an interrupted index says what it saved.
+    """
 
     def __init__(self) -> None:
-        self.started = time.monotonic()
         self.enabled = sys.stderr.isatty()
+        self.last: Any = None
+        self._drawn_at = 0.0
+        self._width = 0
 
-    def __call__(self, done: int, total: int, chunks: int) -> None:
-        if not self.enabled or total == 0:
+    def __call__(self, p: Any) -> None:
+        from codechunkd.daemon.status import progress_text
+
+        self.last = p
+        now = time.monotonic()
+        finished = p.files_done >= p.files_total
+        if not self.enabled or p.files_total == 0 or (now - self._drawn_at < 0.2 and not finished):
             return
-        elapsed = time.monotonic() - self.started
-        eta = elapsed / done * (total - done) if done else 0.0
-        width = 30
-        filled = int(width * done / total)
-        bar = "#" * filled + "-" * (width - filled)
-        sys.stderr.write(
-            f"\r[{bar}] {done}/{total} files  {chunks} chunks  "
-            f"{chunks / elapsed if elapsed else 0:.1f} chunks/s  ETA {eta:.0f}s "
-        )
-        if done >= total:
+        self._drawn_at = now
+        if p.activity != "indexing":
+            line = f"{p.activity} (a first run exports it and measures the threads)..."
+        else:
+            filled = int(20 * p.files_done / p.files_total)
+            line = f"[{'#' * filled}{'-' * (20 - filled)}] {progress_text(p.as_dict())}"
+        sys.stderr.write("\r" + line.ljust(self._width))
+        self._width = len(line)
+        if finished:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+    def interrupted(self, path: str) -> str:
+        """What an interrupted index saved, and how to resume."""
+        p = self.last
+        saved = (
+            f"{p.embedded:,} vectors computed are saved in the embedding cache, "
+            f"{p.chunks:,} chunks written"
+            if p is not None
+            else "nothing was computed yet"
+        )
+        return (
+            f"codechunkd: interrupted: {saved}.\n"
+            f"To resume, run the same command again (`codechunkd index {path}`): "
+            f"saved vectors are reused, not computed again.\n"
+        )
 
 
 def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Namespace) -> bool:
@@ -190,6 +244,22 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
     return True
 
 
+def _damage_lines(paths: Any) -> list[str]:
+    """Damage visible without importing LanceDB (``storage.repair.quick_damage``)."""
+    from codechunkd.storage.repair import quick_damage
+
+    return [str(d) for d in quick_damage(paths)]
+
+
+def _refuse_damaged(paths: Any) -> None:
+    """Raise ``IndexDamaged`` for damage visible without LanceDB."""
+    from codechunkd.errors import IndexDamaged
+
+    found = _damage_lines(paths)
+    if found:
+        raise IndexDamaged("; ".join(found))
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.embedding.embedder import make_embedder
     from codechunkd.errors import ModelMismatch, SchemaMismatch
@@ -203,9 +273,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
     git = GitSource(args.path, ref=args.ref)
     paths = IndexPaths.of(settings)
+    if not args.rebuild:
+        _refuse_damaged(paths)
     if not args.rebuild and _already_fresh(settings, paths, git, args):
         return 0
     with WriterLock(paths.lock, what="codechunkd index"):
+        if args.rebuild:  # set aside whatever cannot be opened, and say so
+            from codechunkd.storage.repair import repair
+
+            for line in repair(paths):
+                sys.stderr.write(f"codechunkd: repaired: {line}\n")
         store = IndexStore(paths.uri, state_file=paths.state_file)
         embedder = make_embedder(settings.embedding)
         if args.rebuild:
@@ -216,9 +293,15 @@ def cmd_index(args: argparse.Namespace) -> int:
             except (ModelMismatch, SchemaMismatch):
                 store.drop_all()
         cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
+        bar = _ProgressBar()
         try:
             syncer = Syncer(settings, store, embedder, cache)
-            report = syncer.sync(git, progress=_ProgressBar())
+            report = syncer.sync(git, progress=bar)
+        except KeyboardInterrupt:
+            if bar.enabled and bar.last is not None:
+                sys.stderr.write("\n")
+            sys.stderr.write(bar.interrupted(args.path))
+            return 130
         finally:
             cache.close()
     _print_report(report, args)
@@ -262,14 +345,22 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from codechunkd.errors import IndexDamaged
     from codechunkd.git.changes import GitSource
     from codechunkd.pipeline.verify import verify
     from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.repair import table_damage
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
     git = GitSource(args.path, ref=args.ref)
-    report = verify(settings, IndexStore(IndexPaths.of(settings).uri), git)
+    paths = IndexPaths.of(settings)
+    _refuse_damaged(paths)
+    store = IndexStore(paths.uri)
+    damage = table_damage(store)  # opens every table and index: what a search would trip on
+    if damage:
+        raise IndexDamaged("; ".join(map(str, damage)))
+    report = verify(settings, store, git)
     if args.json:
         _print_json(report.as_dict())
     elif report.ok:
@@ -344,8 +435,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 # -- search ---------------------------------------------------------------------
 
 
-def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
-    """Hits from a running daemon (warm model); None when no daemon answers."""
+def _search_via_daemon(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The answer of a running daemon (warm model): ``hits``, and ``partial`` while a first
+    index runs; None when no daemon answers."""
     from codechunkd.daemon.control import DaemonUnavailable, request
     from codechunkd.storage.layout import IndexPaths
 
@@ -363,12 +455,24 @@ def _search_via_daemon(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(answer, dict) or "hits" not in answer:
         return None
-    hits: list[dict[str, Any]] = answer["hits"]
-    return hits
+    return answer
+
+
+def _partial_note(partial: dict[str, Any]) -> str:
+    """``partial: 412/1,765 files indexed so far (a first index is running)``."""
+    done, total = partial.get("files_done", 0), partial.get("files_total", 0)
+    counted = f"{done:,}/{total:,} files" if total else "the first files"
+    return f"partial: {counted} indexed so far (a first index is running; results may be missing)"
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    hits = _search_via_daemon(args)
+    from codechunkd.errors import ConfigError
+
+    if not 1 <= args.k <= MAX_K:
+        raise ConfigError(f"-k must be between 1 and {MAX_K}, got {args.k}")
+    answer = _search_via_daemon(args)
+    hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
+    partial = answer.get("partial") if answer else None
     if hits is None:  # no daemon: search here (loads the query model in this process)
         import threading
         from dataclasses import replace
@@ -412,6 +516,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             if child is not None:
                 child.close()
         hits = [h.as_dict() for h in found]
+    if partial:  # stdout keeps its shape (a list under --json): the note goes to stderr
+        (sys.stderr if args.json else sys.stdout).write(_partial_note(partial) + "\n")
     if args.json:
         _print_json(hits)
         return 0
@@ -480,41 +586,59 @@ def _status_via_daemon(paths: Any) -> dict[str, Any]:
     return doc
 
 
+def _stopped_snapshot(paths: Any, stub: dict[str, Any]) -> Any:
+    """No daemon answered: the indexed state from ``state.json``, as the daemon's snapshot."""
+    from codechunkd.daemon.status import SourceSnapshot, StatusSnapshot
+    from codechunkd.storage.statefile import state_file_damage
+
+    try:  # read here, not with storage.store: importing pyarrow costs ~0.4 s
+        doc = json.loads(paths.state_file.read_text())
+    except (OSError, ValueError):
+        doc = {"sources": []}
+    if state_file_damage(paths.state_file) is not None:  # cmd_status reports it as damage
+        doc = {"sources": []}
+    sources = []
+    for s in doc.get("sources", []):
+        head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
+        sources.append(SourceSnapshot(record=s, head=head, head_branch=branch))
+    local = Path(paths.uri).is_dir()
+    return StatusSnapshot(
+        daemon=None,
+        index=paths.uri,
+        index_bytes=_dir_size(Path(paths.uri)) if local else None,
+        sources=tuple(sources),
+        stopped_state=stub["daemon"]["state"],
+        stopped_reason=stub["daemon"].get("reason"),
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    from codechunkd.daemon.status import exit_code, render_text
+    from codechunkd.daemon.status import document, exit_code, render_text
+    from codechunkd.errors import IndexDamaged
     from codechunkd.storage.layout import IndexPaths
 
     settings = _settings(args)
     paths = IndexPaths.of(settings)
     out = _status_via_daemon(paths)
     only = str(Path(args.path).resolve()) if args.path else None
-    if "sources" not in out:  # no daemon answered: the indexed state from state.json
-        try:  # read here, not with storage.store: importing pyarrow costs ~0.4 s
-            doc = json.loads(paths.state_file.read_text())
-        except (OSError, ValueError):
-            doc = {"sources": []}
-        sources: list[dict[str, Any]] = []
-        for s in doc.get("sources", []):
-            head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
-            s = dict(s, head=head, head_branch=branch)
-            s["fresh"] = head == s["commit"] and not s["pending"]
-            sources.append(s)
-        local = Path(paths.uri).is_dir()
-        out = {
-            "daemon": out["daemon"],
-            "index": paths.uri,
-            "index_bytes": _dir_size(Path(paths.uri)) if local else None,
-            "sources": sources,
-        }
+    if "sources" not in out:  # no daemon answered: the same document, from state.json
+        out = document(_stopped_snapshot(paths, out))
     if only:
         out["sources"] = [
             s for s in out["sources"] if only == s["repo"] or only.startswith(s["repo"] + os.sep)
         ]
     code = exit_code(out)
+    damage = _damage_lines(paths)  # issue #15: a damaged index is never "fresh"
+    if damage:
+        out["damage"], code = damage, IndexDamaged.exit_code
     if args.json:
         _print_json(out)
     else:
         print(render_text(out))
+        for line in damage:
+            print(f"DAMAGED: {line}")
+        if damage:
+            print(f"  {IndexDamaged.HINT}")
     return code
 
 
@@ -616,6 +740,14 @@ def cmd_service(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The MCP server; the SDK is imported only here (``--help`` stays light)."""
+    from codechunkd import mcp_server
+
+    os.environ.setdefault("LANCEDB_LOG", "error")  # stderr is the agent's log: no Rust WARN noise
+    return mcp_server.serve(_settings(args), http=args.http, port=args.port)
+
+
 COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
@@ -627,7 +759,22 @@ COMMANDS = {
     "add": cmd_add,
     "remove": cmd_remove,
     "service": cmd_service,
+    "mcp": cmd_mcp,
 }
+
+
+def _unexpected(exc: Exception, *, verbose: bool) -> int:
+    """An error nothing translated (a bug, or an OS error): one line, exit 1; ``-v``: traceback."""
+    from codechunkd.storage._errors import one_line
+
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    what = one_line(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {one_line(exc)}"
+    hint = "" if verbose else " (run with -v for the traceback)"
+    sys.stderr.write(f"codechunkd: error: unexpected: {what}{hint}\n")
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -647,6 +794,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except Exception as exc:  # noqa: BLE001 - the last boundary: one line, never a traceback
+        code = _unexpected(exc, verbose=args.verbose)
     if argv is None and args.command == "search":
         # a read-only command with nothing left to clean up: skip the interpreter's
         # teardown (LanceDB's runtime, module cleanup), ~0.2 s of its wall time

@@ -122,6 +122,8 @@ def check(ix: Indexer, repo: Repo) -> None:
 )
 @given(steps=st.lists(op, min_size=1, max_size=12))
 def test_incremental_equals_from_scratch(embedder, steps: list[tuple[str, ...]]) -> None:  # type: ignore[no-untyped-def]
+    """After any sequence of edits, commits, checkouts and file moves, the incremental
+    index verifies clean against the repository (the property-based oracle)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         repo = Repo(root / "repo")
@@ -155,6 +157,7 @@ def test_force_updated_history_and_gc(repo: Repo, indexer: Indexer) -> None:
 
 
 def test_merge_rebase_cherry_pick(repo: Repo, indexer: Indexer) -> None:
+    """The index verifies clean after a cherry-pick, a merge and a rebase."""
     repo.write("a.py", BODIES[0])
     repo.commit("base")
     repo.git("checkout", "-q", "-b", "topic")
@@ -176,6 +179,7 @@ def test_merge_rebase_cherry_pick(repo: Repo, indexer: Indexer) -> None:
 
 
 def test_file_to_directory_and_back(repo: Repo, indexer: Indexer) -> None:
+    """A file replaced by a directory of the same name, then committed, verifies clean."""
     repo.write("x", "plain file\n")
     repo.commit()
     check(indexer, repo)
@@ -187,6 +191,7 @@ def test_file_to_directory_and_back(repo: Repo, indexer: Indexer) -> None:
 
 
 def test_shallow_clone(repo: Repo, indexer: Indexer, tmp_path: Path) -> None:
+    """A shallow clone (history cut at depth 1) indexes every file of its HEAD."""
     for i in range(3):
         repo.write(f"f{i}.py", BODIES[i])
         repo.commit(f"c{i}")

@@ -57,6 +57,8 @@ def _snapshot(ix: Indexer) -> set[tuple[str, int, int, str]]:
 
 
 def test_index_writes_rows_for_every_language(repo: Repo, indexer: Indexer) -> None:
+    """One sync writes unique rows for Python, Go and Markdown files, with their symbols,
+    and records the commit as not pending."""
     repo.write("pkg/settings.py", PY)
     repo.write("main.go", GO)
     repo.write("README.md", MD)
@@ -79,6 +81,7 @@ def report_source(repo: Repo) -> str:
 
 
 def test_second_run_changes_nothing(repo: Repo, indexer: Indexer) -> None:
+    """A second sync of an unchanged repository writes and embeds nothing."""
     repo.write("a.py", PY)
     repo.commit()
     indexer.sync(repo.path)
@@ -90,6 +93,8 @@ def test_second_run_changes_nothing(repo: Repo, indexer: Indexer) -> None:
 
 
 def test_editing_one_function_embeds_only_that_chunk(repo: Repo, indexer: Indexer) -> None:
+    """Editing one method re-embeds only its chunk (and its class header); the rest
+    comes from the cache."""
     repo.write("a.py", PY)
     repo.commit()
     indexer.sync(repo.path)
@@ -103,6 +108,8 @@ def test_editing_one_function_embeds_only_that_chunk(repo: Repo, indexer: Indexe
 def test_branch_switch_and_back_embeds_nothing_on_the_way_back(
     repo: Repo, indexer: Indexer
 ) -> None:
+    """Switching branch and back embeds nothing on the way back, and the index then
+    equals a fresh build."""
     repo.write("a.py", PY)
     repo.write("b.go", GO)
     repo.commit()
@@ -128,6 +135,7 @@ def test_branch_switch_and_back_embeds_nothing_on_the_way_back(
 
 
 def test_uncommitted_edits_and_untracked_files_are_indexed(repo: Repo, indexer: Indexer) -> None:
+    """An untracked file is indexed with its working-tree blob id, and dropped once deleted."""
     repo.write("a.py", PY)
     repo.commit()
     indexer.sync(repo.path)
@@ -142,6 +150,8 @@ def test_uncommitted_edits_and_untracked_files_are_indexed(repo: Repo, indexer: 
 
 
 def test_skips_are_counted_with_reasons(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Binary, too large and symlinked files are counted skips; a Latin-1 file is
+    decoded with replacement and indexed."""
     settings = load_settings(
         env={"CODECHUNKD_FILES_MAX_FILE_SIZE": "2000"},
         overrides={"index.dir": str(tmp_path / "ix")},
@@ -161,6 +171,7 @@ def test_skips_are_counted_with_reasons(repo: Repo, tmp_path: Path, embedder) ->
 
 
 def test_gitignore_change_moves_files_in_and_out(repo: Repo, indexer: Indexer) -> None:
+    """Ignoring a file removes its rows; un-ignoring it brings them back."""
     repo.write("a.py", "a = 1\n")
     repo.write("gen.py", "g = 1\n")
     repo.write(".gitignore", "")
@@ -176,6 +187,8 @@ def test_gitignore_change_moves_files_in_and_out(repo: Repo, indexer: Indexer) -
 
 
 def test_unborn_then_first_commit_then_detached(repo: Repo, indexer: Indexer) -> None:
+    """An unborn branch is indexed, its first commit embeds nothing new, and a detached
+    HEAD is indexed at its commit."""
     repo.write("a.py", PY)
     report = indexer.sync(repo.path)
     assert report.commit is None and report.added == 1
@@ -242,6 +255,7 @@ def test_new_files_are_appended_but_orphan_rows_are_replaced(repo: Repo, indexer
 
 
 def test_other_model_is_a_clear_error(repo: Repo, indexer: Indexer, settings) -> None:  # type: ignore[no-untyped-def]
+    """An index of one model refuses another model with a ModelMismatch naming it."""
     repo.write("a.py", "a = 1\n")
     repo.commit()
     indexer.sync(repo.path)
@@ -272,6 +286,8 @@ def test_many_small_batches_are_prepared_ahead_and_all_land(
 def test_vector_index_is_built_once_due_and_new_rows_stay_searchable(
     repo: Repo, tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
+    """The vector index is trained once the table reaches ``vector_index_rows``; rows
+    written later are found before and after the upkeep folds them in."""
     from codechunkd.storage.search import Mode, Searcher
 
     settings = load_settings(
@@ -300,6 +316,8 @@ def test_vector_index_is_built_once_due_and_new_rows_stay_searchable(
 def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
     repo: Repo, tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
+    """A sync of many batches folds as it goes: fragments stay few, the full-text index
+    grows by deltas, and every row stays searchable."""
     from codechunkd.storage.search import Mode, Searcher
 
     settings = load_settings(

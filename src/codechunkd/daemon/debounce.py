@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 Clock = Callable[[], float]
 
@@ -132,12 +132,25 @@ class Debouncer:
         return len(self._pending)
 
 
+class Task(StrEnum):
+    """Work for the writer that is not a source's changes (it alone writes the index)."""
+
+    COMPACT = "compact"
+    """Fold new rows into the indexes, compact, prune old versions."""
+    WARMUP = "warmup"
+    """Load the model after the first reconcile, so the first search does not wait."""
+    RELOAD = "reload"
+    """Apply settings and sources re-read on SIGHUP or ``codechunkd add``."""
+    SUMMARIES = "summaries"
+    """Write the summaries the scheduler fetched."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Work:
     """What the writer does next: due bursts, then queued tasks."""
 
     changes: dict[str, Pending]
-    tasks: tuple[str, ...]
+    tasks: tuple[Task, ...]
 
 
 class ChangeQueue:
@@ -145,7 +158,7 @@ class ChangeQueue:
 
     def __init__(self, debouncer: Debouncer) -> None:
         self._deb = debouncer
-        self._tasks: deque[str] = deque()
+        self._tasks: deque[Task] = deque()
         self._cond = threading.Condition()
         self._closed = False
 
@@ -167,8 +180,8 @@ class ChangeQueue:
             self._deb.add(source, paths=paths, level=level, urgent=urgent)
             self._cond.notify()
 
-    def submit(self, task: str) -> None:
-        """Queue a named task for the writer (deduplicated while waiting)."""
+    def submit(self, task: Task) -> None:
+        """Queue a task for the writer (deduplicated while waiting)."""
         with self._cond:
             if self._closed or task in self._tasks:
                 return
@@ -219,6 +232,12 @@ class ChangeQueue:
             if p is None:
                 return 0, None, None
             return len(p.paths), p.level, p.first_at
+
+    def paths(self, source: str) -> frozenset[str]:
+        """The paths a source's waiting burst names."""
+        with self._cond:
+            p = self._deb.peek(source)
+            return frozenset(p.paths) if p is not None else frozenset()
 
     def busy(self) -> bool:
         with self._cond:

@@ -61,9 +61,17 @@ class Upkeep:
         )
         self._lock = threading.Lock()
         self.stats: dict[str, JobStats] = {}
+        self._recorded: set[str] = set()
+        """Jobs that only hand work to the writer: their runs are counted by ``record``."""
 
-    def add(self, name: str, every: float, func: Callable[[], object]) -> None:
+    def add(
+        self, name: str, every: float, func: Callable[[], object], *, recorded: bool = False
+    ) -> None:
+        """Schedule ``func``; ``recorded``: it only queues work, and the writer counts the
+        run (``record``) when it is done, so each run is counted once."""
         self.stats.setdefault(name, JobStats())
+        if recorded:
+            self._recorded.add(name)
         self._scheduler.add_job(
             func, "interval", seconds=every, id=name, name=name, replace_existing=True
         )
@@ -91,7 +99,8 @@ class Upkeep:
         with self._lock:
             st = self.stats.setdefault(event.job_id, JobStats())
             if event.code == EVENT_JOB_EXECUTED:
-                st.runs += 1
+                if event.job_id not in self._recorded:
+                    st.runs += 1
             elif event.code == EVENT_JOB_ERROR:
                 st.runs += 1
                 st.errors += 1

@@ -1,8 +1,10 @@
 """The status document: states, exit codes and the text rendering.
 
-The daemon builds the document (``Service.status``); ``codechunkd status``
-prints it, or, with no daemon running, builds a ``stopped`` one from
-``state.json``.  Both go through ``exit_code`` so monitors see one contract:
+The daemon takes a ``StatusSnapshot`` of what it knows (``Service.snapshot``)
+and ``document`` turns it into the status document; ``codechunkd status`` prints
+it, or, with no daemon running, takes a ``stopped`` snapshot from ``state.json``
+and goes through the same ``document``.  Both go through ``exit_code`` so
+monitors see one contract:
 
 ====  ==========================================================
 code  meaning
@@ -25,10 +27,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from codechunkd.daemon.service import Service
+from dataclasses import dataclass, field
+from typing import Any
 
 EXIT_FRESH = 0
 EXIT_STALE = 10
@@ -48,7 +48,7 @@ def source_state(s: Mapping[str, Any], *, stall_after: float) -> str:
         return "stalled"
     busy = s.get("busy_s") or 0.0
     watcher = s.get("watcher") or {}
-    if watcher.get("degraded") or (s.get("consecutive_failures") or 0) >= 3:
+    if watcher.get("degraded") or s.get("failing"):
         return "degraded"
     if busy or s.get("pending_paths") or s.get("pending_level") or not s.get("fresh"):
         return "indexing"
@@ -112,13 +112,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
     if not sources:
         lines.append("  nothing indexed yet: run `codechunkd run PATH` or `codechunkd index PATH`")
     for s in sources:
-        if s.get("fresh"):
-            label = "fresh"
-        else:
-            label = "interrupted" if s.get("pending") else "stale"
-        if s.get("state") and s["state"] != "ready":
-            label = f"{label}, {s['state']}"
-        lines.append(f"  {s['repo']}  [{label}]")
+        lines.append(f"  {s['repo']}  [{source_label(s)}]")
         lines.append(
             f"    branch {s.get('head_branch')}, HEAD {(s.get('head') or 'unborn')[:10]}, "
             f"indexed {(s.get('commit') or 'unborn')[:10]} on {s.get('branch')}"
@@ -127,6 +121,9 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"    {s.get('files', 0)} files, {s.get('chunks', 0)} chunks, "
             f"{len(s.get('dirty') or {})} dirty files, updated {s.get('updated_at')}"
         )
+        progress = s.get("progress")
+        if progress:
+            lines.append(f"    progress: {progress_text(progress)}")
         if "pending_paths" in s:
             batch = s.get("last_batch") or {}
             what = (
@@ -144,9 +141,54 @@ def render_text(doc: Mapping[str, Any]) -> str:
             watcher = s.get("watcher") or {}
             if watcher.get("degraded"):
                 lines.append(f"    watcher degraded: {watcher['degraded']}")
+            if s.get("failing"):
+                lines.append(f"    failing: {s['failing']} (retried until a sync succeeds)")
             if s.get("errors"):
                 lines.append(f"    errors: {s['errors']}, last: {s.get('last_error')}")
     return "\n".join(lines)
+
+
+def source_label(s: Mapping[str, Any]) -> str:
+    """What is true of a source, in a word or two.
+
+    ``indexing``: this daemon is working on it (or has it queued); ``interrupted``: a
+    previous run left it half-written and no daemon is repairing it now; ``stale``:
+    behind HEAD.  A daemon state other than ready or indexing is appended.
+    """
+    if s.get("fresh"):
+        label = "fresh"
+    elif s.get("busy_s") or s.get("progress") or s.get("pending_level"):
+        label = "indexing"
+    elif s.get("pending"):
+        label = "interrupted"
+    else:
+        label = "stale"
+    state = s.get("state")
+    if state and state not in ("ready", "indexing", label):
+        label = f"{label}, {state}"
+    return label
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``1h12m``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+
+
+def progress_text(p: Mapping[str, Any]) -> str:
+    """``412/1,765 files, 3,120 chunks (2,900 embedded, 220 reused), 21.3 chunks/s, ETA 4m10s``."""
+    eta = p.get("eta_s")
+    return (
+        f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files, "
+        f"{p.get('embedded', 0) + p.get('reused', 0):,} chunks "
+        f"({p.get('embedded', 0):,} embedded, {p.get('reused', 0):,} reused), "
+        f"{p.get('chunks_per_second', 0.0):.1f} chunks/s, "
+        f"ETA {duration(eta) if eta is not None else '?'}"
+    )
 
 
 def _summaries_line(m: dict[str, Any]) -> str:
@@ -163,121 +205,150 @@ def _summaries_line(m: dict[str, Any]) -> str:
     return text
 
 
-# -- built by the daemon (imports stay inside: the CLI imports this module) -----------
+# -- the snapshot: what the daemon (or state.json) knows, as typed values ------------
 
 
-def build_status(service: Service) -> dict[str, Any]:
-    """The daemon's status document (the control socket's ``status``)."""
-    # counted now (one filtered count_rows, 0.03-0.1 s at 100k rows): an edit shows at once
-    summaries: dict[str, Any] = (
-        service.summarizer.status(refresh=True)
-        if service.summarizer
-        else {"enabled": False, "reason": service.summaries_error or "not started", "backlog": None}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceSnapshot:
+    """One source as the index records it, and what a running daemon is doing with it."""
+
+    record: Mapping[str, Any]
+    """Its entry in ``state.json`` (commit, branch, dirty, pending, files, chunks, ...)."""
+    head: str | None
+    """HEAD now (None: unborn, or not read)."""
+    head_branch: str
+    head_read: bool = True
+    """False when HEAD was not read (the systemd line reads no git): freshness is then
+    the daemon's own (``synced``)."""
+    live: bool = False
+    """A running daemon follows this source (the fields below are its view)."""
+    synced: bool = False
+    """The daemon has synced it since it started."""
+    pending_paths: int = 0
+    """Paths waiting: queued, plus edits whose sync failed and waits for a retry."""
+    pending_level: str | None = None
+    waiting_s: float = 0.0
+    busy_s: float = 0.0
+    stuck_s: float = 0.0
+    progress: Mapping[str, Any] | None = None
+    """The running sync's ``SyncProgress.as_dict()``."""
+    last_batch: Mapping[str, Any] | None = None
+    errors: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    failing: str | None = None
+    """Why the last sync failed, until a reconcile succeeds."""
+    watcher: Mapping[str, Any] | None = None
+
+    @property
+    def fresh(self) -> bool:
+        if self.record.get("pending"):
+            return False
+        if not self.head_read:
+            return self.synced
+        return (self.synced or not self.live) and self.head == self.record.get("commit")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSnapshot:
+    """The running daemon's own facts."""
+
+    pid: int
+    version: str
+    started_at: str
+    uptime_s: float
+    caught_up: bool
+    """Every source has had its first sync (or keeps failing)."""
+    writer_healthy: bool
+    stall_after_s: float
+    model_loaded: bool
+    cache: Mapping[str, Any] | None = None
+    watcher: Mapping[str, Any] | None = None
+    jobs: Mapping[str, Any] = field(default_factory=dict)
+    summaries: Mapping[str, Any] = field(default_factory=dict)
+    socket: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusSnapshot:
+    """Everything ``status`` says, before it is a document."""
+
+    daemon: DaemonSnapshot | None
+    """None: no daemon answers (``stopped_state`` says how it looked)."""
+    index: str
+    index_bytes: int | None = None
+    sources: tuple[SourceSnapshot, ...] = ()
+    stopped_state: str = "stopped"
+    """``stopped``, or ``stalled`` when a socket exists but nobody answers."""
+    stopped_reason: str | None = None
+
+
+def source_document(s: SourceSnapshot, *, stall_after: float) -> dict[str, Any]:
+    doc = dict(s.record, head=s.head, head_branch=s.head_branch, fresh=s.fresh)
+    if not s.live:
+        return doc
+    doc.update(
+        pending_paths=s.pending_paths,
+        pending_level=s.pending_level,
+        waiting_s=round(s.waiting_s, 3),
+        busy_s=round(s.busy_s, 3),
+        stuck_s=round(s.stuck_s, 3),
+        progress=dict(s.progress) if s.progress else None,
+        last_batch=dict(s.last_batch) if s.last_batch else None,
+        errors=s.errors,
+        consecutive_failures=s.consecutive_failures,
+        last_error=s.last_error,
+        failing=s.failing,
+        watcher=dict(s.watcher) if s.watcher else None,
     )
-    from codechunkd import __version__
-    from codechunkd.errors import CodechunkdError
-    from codechunkd.git.changes import GitSource
-    from codechunkd.storage.store import read_state_file
+    doc["state"] = source_state(doc, stall_after=stall_after)
+    return doc
 
-    now = service.clock()
-    stall = service.settings.daemon.stall_after_s
-    doc = read_state_file(service.paths.state_file) or {}
-    stored = {s.get("source"): s for s in doc.get("sources", [])}
-    sources: list[dict[str, Any]] = []
-    for rt in list(service.sources.values()):
-        src = rt.git.source
-        s: dict[str, Any] = dict(
-            stored.get(src.id)
-            or {
-                "source": src.id,
-                "kind": str(src.kind),
-                "repo": src.repo,
-                "git_dir": src.git_dir,
-                "ref": src.ref,
-                "branch": None,
-                "commit": None,
-                "dirty": {},
-                "pending": None,
-                "files": 0,
-                "chunks": 0,
-                "updated_at": None,
-            }
-        )
-        try:
-            head = GitSource(rt.spec.path, ref=rt.spec.ref).head()
-            s["head"], s["head_branch"] = head.commit, head.branch
-        except CodechunkdError:
-            s["head"], s["head_branch"] = None, "?"
-        npaths, level, first = service.queue.pending(rt.id)
-        s["fresh"] = bool(rt.synced and s["head"] == s["commit"] and not s["pending"])
-        s["pending_paths"] = npaths
-        s["pending_level"] = level.name.lower() if level is not None else None
-        s["waiting_s"] = round(now - first, 3) if first is not None else 0.0
-        s["busy_s"] = round(now - rt.busy_since, 3) if rt.busy_since is not None else 0.0
-        s["stuck_s"] = round(service.stuck_s(rt, now), 3)
-        s["last_batch"] = (
-            dict(rt.last_batch, ago_s=round(now - (rt.last_batch_at or now), 3))
-            if rt.last_batch
-            else None
-        )
-        s["errors"] = rt.errors
-        s["consecutive_failures"] = rt.consecutive_failures
-        s["last_error"] = rt.last_error
-        s["watcher"] = rt.watch.health() if rt.watch is not None else None
-        s["state"] = source_state(s, stall_after=stall)
-        sources.append(s)
-    state = daemon_state(s["state"] for s in sources)
-    if not service.ready.is_set() and state == "ready":
-        state = "indexing"
-    if not service.writer_healthy():
-        state = "stalled"
-    cache = service.cache.stats() if service.cache is not None else None
-    return {
-        "daemon": {
+
+def document(snap: StatusSnapshot) -> dict[str, Any]:
+    """The status document (``status --json``, the control socket's ``status``)."""
+    d = snap.daemon
+    if d is None:
+        daemon: dict[str, Any] = {"state": snap.stopped_state, "reason": snap.stopped_reason}
+        sources = [source_document(s, stall_after=0.0) for s in snap.sources]
+    else:
+        sources = [source_document(s, stall_after=d.stall_after_s) for s in snap.sources]
+        state = daemon_state(s["state"] for s in sources)
+        if not d.caught_up and state == "ready":
+            state = "indexing"
+        if not d.writer_healthy:
+            state = "stalled"
+        daemon = {
             "state": state,
-            "pid": os.getpid(),
-            "version": __version__,
-            "started_at": service.started_wall.isoformat(),
-            "uptime_s": round(now - service.started_at, 1),
-            "model_loaded": bool(service.embedder and service.embedder.loaded),
-            "cache": {
-                "hits": cache.hits,
-                "misses": cache.misses,
-                "entries": cache.entries,
-                "hit_rate": round(cache.hit_rate, 4),
-            }
-            if cache
-            else None,
-            "watcher": service.watcher.health() if service.watcher else None,
-            "jobs": service.upkeep.as_dict() if service.upkeep else {},
-            "summary_backlog": summaries.get("backlog"),
-            "summaries": summaries,
-            "socket": str(service.paths.socket),
-        },
-        "index": service.paths.uri,
-        "index_bytes": service.index_bytes(),
+            "pid": d.pid,
+            "version": d.version,
+            "started_at": d.started_at,
+            "uptime_s": round(d.uptime_s, 1),
+            "model_loaded": d.model_loaded,
+            "cache": dict(d.cache) if d.cache is not None else None,
+            "watcher": dict(d.watcher) if d.watcher is not None else None,
+            "jobs": dict(d.jobs),
+            "summary_backlog": d.summaries.get("backlog"),
+            "summaries": dict(d.summaries),
+            "socket": d.socket,
+        }
+    return {
+        "daemon": daemon,
+        "index": snap.index,
+        "index_bytes": snap.index_bytes,
         "sources": sources,
     }
 
 
-def status_line(service: Service) -> str:
-    """The one-line state for systemd, from memory only (no git, no index reads)."""
-    now = service.clock()
-    stall = service.settings.daemon.stall_after_s
-    states, pending = [], 0
-    for rt in list(service.sources.values()):
-        npaths, level, first = service.queue.pending(rt.id)
-        pending += npaths
-        doc = {
-            "fresh": rt.synced,
-            "pending_paths": npaths,
-            "pending_level": level,
-            "waiting_s": now - first if first is not None else 0.0,
-            "busy_s": now - rt.busy_since if rt.busy_since is not None else 0.0,
-            "stuck_s": service.stuck_s(rt, now),
-            "consecutive_failures": rt.consecutive_failures,
-            "watcher": rt.watch.health() if rt.watch is not None else None,
-        }
-        states.append(source_state(doc, stall_after=stall))
-    state = daemon_state(states) if service.writer_healthy() else "stalled"
-    return f"{state}: {len(states)} source(s), {pending} path(s) pending"
+def status_line(snap: StatusSnapshot) -> str:
+    """The one-line state for systemd's ``STATUS=``: the state, and a running sync's pace."""
+    doc = document(snap)
+    state = doc["daemon"]["state"]
+    pending = sum(s.get("pending_paths") or 0 for s in doc["sources"])
+    line = f"{state}: {len(doc['sources'])} source(s), {pending} path(s) pending"
+    for s in doc["sources"]:
+        if s.get("progress"):
+            line += f"; {os.path.basename(s['repo'])}: {progress_text(s['progress'])}"
+        elif s.get("failing"):
+            line += f"; {os.path.basename(s['repo'])}: failing: {s['failing']}"
+    return line

@@ -2,8 +2,9 @@
 
 ``Notifier`` speaks ``sd_notify(3)``: one datagram per message to the
 ``NOTIFY_SOCKET`` named in the environment, and nothing at all when it is
-unset, so the daemon runs the same in a terminal.  It sends ``READY=1`` after
-the first reconcile, ``STATUS=…`` when the one-line state changes,
+unset, so the daemon runs the same in a terminal.  It sends ``READY=1`` as soon
+as the control socket serves status and search (a first index goes on after
+it, with its progress in ``STATUS=…``), ``STATUS=…`` when the one-line state changes,
 ``WATCHDOG=1`` at half the ``WATCHDOG_USEC`` interval and ``STOPPING=1``.
 
 The unit templates live here (so an installed wheel can write them); the
@@ -96,7 +97,8 @@ Restart=on-failure
 RestartSec=5
 # 2: bad settings, 5: the index is locked by another writer: restarting will not help
 RestartPreventExitStatus=2 5
-TimeoutStartSec=300
+# ready = serving status and search (seconds); a first index goes on after it, in STATUS=
+TimeoutStartSec=90
 TimeoutStopSec=30
 WatchdogSec=120
 Nice=10
@@ -134,7 +136,8 @@ ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=5
 RestartPreventExitStatus=2 5
-TimeoutStartSec=600
+# ready = serving status and search (seconds); a first index goes on after it, in STATUS=
+TimeoutStartSec=90
 TimeoutStopSec=30
 WatchdogSec=120
 Nice=10

@@ -10,6 +10,7 @@ every file against the manifest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import queue
 import threading
@@ -25,16 +26,17 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from codechunkd.chunking.chunker import CHUNKER_VERSION, Chunk, chunk, content_hash
-from codechunkd.chunking.languages import detect_language
+from codechunkd.chunking.chunker import CHUNKER_VERSION, Chunk, content_hash
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import Embedder
-from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Matcher, blob_id
-from codechunkd.git.files import as_text, skip_reason_of_entry
+from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Matcher
+from codechunkd.git.recency import recent_paths
 from codechunkd.heap import release_freed_memory
 from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
+from codechunkd.pipeline.prepare import prepare_file
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
+from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
@@ -132,8 +134,84 @@ class Chunked:
     skip_reason: str | None = None
 
 
-Progress = Callable[[int, int, int], None]
-"""progress(files_done, files_total, chunks_done)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncProgress:
+    """Where a running sync is: reported after each embedded slice and each committed batch."""
+
+    files_done: int
+    """Files whose chunks have vectors (committed, or waiting in the batch being embedded)."""
+    files_total: int
+    """Files to index plus paths to delete in this sync."""
+    chunks: int
+    """Chunks written to the table so far."""
+    embedded: int
+    """Chunks whose vectors were computed so far."""
+    reused: int
+    """Chunks whose vectors came from the cache so far."""
+    seconds: float
+    """Since the sync started."""
+    activity: str = "indexing"
+    """``indexing``, or ``loading the model`` (a first run exports it and calibrates threads)."""
+
+    @property
+    def rate(self) -> float:
+        """Chunks with vectors (embedded or reused) per second."""
+        return (self.embedded + self.reused) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the pace so far (by files); None before the first file is done."""
+        if not self.files_done or self.seconds <= 0:
+            return None
+        return self.seconds / self.files_done * max(0, self.files_total - self.files_done)
+
+    def as_dict(self) -> dict[str, object]:
+        eta = self.eta_s
+        return {
+            "files_done": self.files_done,
+            "files_total": self.files_total,
+            "chunks": self.chunks,
+            "embedded": self.embedded,
+            "reused": self.reused,
+            "seconds": round(self.seconds, 1),
+            "chunks_per_second": round(self.rate, 1),
+            "eta_s": round(eta) if eta is not None else None,
+            "activity": self.activity,
+        }
+
+
+Progress = Callable[[SyncProgress], None]
+"""Called with each new ``SyncProgress`` (on the syncing thread: keep it quick)."""
+
+PROGRESS_LOG_S = 5.0
+"""At most one ``progress`` log line this often (a cold index logs its pace, not each file)."""
+
+RECENT_COMMITS = 100
+"""Commits walked to order a large first index by recency (one tree diff each)."""
+
+
+def order_rank(path: str) -> int:
+    """0 source, 1 tests, 2 docs, 3 vendored or generated: the order of a large index.
+
+    Search is useful soonest when the code people search for comes first; tests,
+    documentation and third-party code are searched less and come after it.
+    """
+    parts = path.lower().split("/")
+    name = parts[-1]
+    dirs = set(parts[:-1])
+    if dirs & _VENDORED or name.endswith((".min.js", ".min.css", ".lock")):
+        return 3
+    if dirs & _DOCS or name.endswith((".md", ".rst", ".txt", ".adoc")):
+        return 2
+    if dirs & _TESTS or name.startswith("test_") or name.endswith(_TEST_SUFFIXES):
+        return 1
+    return 0
+
+
+_VENDORED = {"vendor", "vendored", "third_party", "third-party", "node_modules", "external"}
+_DOCS = {"doc", "docs", "documentation", "examples", "example"}
+_TESTS = {"test", "tests", "testing", "__tests__", "spec", "specs"}
+_TEST_SUFFIXES = ("_test.py", "_test.go", ".test.js", ".test.ts", ".spec.js", ".spec.ts")
 
 
 class Syncer:
@@ -151,7 +229,7 @@ class Syncer:
         self.store = store
         self.embedder = embedder
         self.cache = cache
-        # LLM summaries already made for this content, model and prompt (see daemon/summarize.py)
+        # LLM summaries already made for this content, model and prompt (see pipeline/summarize.py)
         if summaries is None and settings.summaries.url and settings.summaries.model:
             summaries = SummaryCache(cache.path)
         self.summaries = summaries
@@ -187,16 +265,23 @@ class Syncer:
         )
         todo, deletes, known = self._plan(changes, manifest, stale_settings, report)
         del manifest
+        todo = self._ordered(git, todo, changes.head.commit)
         if todo or deletes:
             self.store.put_state(self._state(git, state, changes, pending=True))
+            crashpoint("sync.pending")
             self._apply(git, changes, todo, deletes, known, report, progress)
-        if todo or deletes or state is None or self._state_moved(state, changes):
+            crashpoint("sync.applied")
+        # a pending mark left by an interrupted run goes as soon as the index matches,
+        # even when this run found nothing left to write
+        if todo or deletes or state is None or state.pending or self._state_moved(state, changes):
             self.store.put_state(self._state(git, state, changes, pending=False))
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
+        crashpoint("sync.state_written")
         self.cache.evict()
         if not (todo or deletes):  # else _apply kept the table in shape after each batch
             self.upkeep()
+        crashpoint("sync.done")
         report.seconds = time.monotonic() - started
         log.info("sync_done", **report.as_dict())
         return report
@@ -349,6 +434,41 @@ class Syncer:
             report.unchanged = len(manifest) - report.changed - len(deletes)
         return todo, deletes, known
 
+    def load_model(self, meter: _Meter | None = None) -> float | None:
+        """Load the model now if it is not loaded, saying so: seconds taken, or None.
+
+        The first load on a machine can take a minute (the ONNX export, the thread
+        calibration); without this it would happen silently inside the first embedding.
+        """
+        load = getattr(self.embedder, "load", None)
+        if load is None or getattr(self.embedder, "loaded", True):
+            return None
+        log.info("model_loading", model=self.embedder.model_id)
+        if meter is not None:
+            meter.report(0, activity="loading the model")
+        t0 = time.monotonic()
+        load()
+        seconds = time.monotonic() - t0
+        log.info("model_loaded", model=self.embedder.model_id, seconds=round(seconds, 1))
+        if meter is not None:
+            meter.report(0)
+        return seconds
+
+    def _ordered(
+        self, git: GitSource, todo: list[FileVersion], commit: str | None
+    ) -> list[FileVersion]:
+        """Files in the order that makes a long index useful soonest (see ``order_rank``).
+
+        Source before tests, docs and vendored code; within each, the files of the most
+        recent commits first.  Only a change larger than one batch is reordered: the
+        files of one batch become searchable together.
+        """
+        if len(todo) <= self.settings.index.batch_files:
+            return todo
+        age = recent_paths(git, commit, limit=RECENT_COMMITS)
+        never = RECENT_COMMITS + 1
+        return sorted(todo, key=lambda v: (order_rank(v.path), age.get(v.path, never), v.path))
+
     def _apply(
         self,
         git: GitSource,
@@ -362,6 +482,10 @@ class Syncer:
         size = self.settings.index.batch_files
         total = len(todo) + len(deletes)
         done = 0
+        meter = _Meter(total, report, progress)
+        meter.report(0)
+        if todo:
+            self.load_model(meter)
         batches = [todo[i : i + size] for i in range(0, len(todo), size)]
         removals = [deletes[i : i + size] for i in range(0, len(deletes), size)]
         empty: Sequence[Any] = ()
@@ -369,7 +493,7 @@ class Syncer:
         for (batch, dels), read, prepare_s in self._prepared(git, work, report):
             t0 = time.monotonic()
             embedded_before, reused_before = report.embedded, report.reused
-            ready = self._embed(read, report)
+            ready = self._embed(read, report, functools.partial(meter.report_within, done))
             t1 = time.monotonic()
             new = not any(v.path in known for v in batch)
             self.store.write_batch(
@@ -390,8 +514,7 @@ class Syncer:
                 embed_ms=round((t1 - t0) * 1000),
                 write_ms=round((time.monotonic() - t1) * 1000),
             )
-            if progress:
-                progress(done, total, report.chunks)
+            meter.report(done)
             del ready, read
             self.upkeep()
             release_freed_memory()  # batches come and go: return their pages
@@ -449,38 +572,17 @@ class Syncer:
     def _index_file(self, git: GitSource, version: FileVersion, report: SyncReport) -> Chunked:
         """Read and chunk one file (a skip is a file with a reason and no chunks)."""
         assert version.blob is not None
-        path = version.path
-        reason = skip_reason_of_entry(version.entry)
-        if reason:
-            return self._skip(version, reason, report)
-        try:
-            raw = git.read(version)
-        except OSError:  # vanished between status and read: the next event redoes it
-            return self._skip(version, "unreadable", report)
-        if version.dirty:
-            blob = blob_id(raw)
-            if blob != version.blob:
-                version = FileVersion(path=path, blob=blob, entry=version.entry, dirty=True)
-        text = as_text(raw, max_size=self.settings.files.max_file_size)
-        if isinstance(text, str):
-            return self._skip(version, text, report)
-        data = text.data
-        if text.replaced:
+        done = prepare_file(git, version, self.settings, self.count_tokens)
+        if done.replaced_utf8:
             report.replaced_utf8 += 1
-            log.info("decoded_with_replacement", path=path, reason="not valid UTF-8")
-        language = detect_language(path, data[:256], self.settings.chunking.extensions)
-        try:
-            chunks = chunk(
-                path,
-                data,
-                self.settings.chunking,
-                language=language,
-                count_tokens=self.count_tokens,
-            )
-        except Exception as exc:  # noqa: BLE001 - one bad file is a counted skip, not a crash
-            log.warning("chunking_failed", path=path, error=repr(exc))
-            return self._skip(version, "chunking_failed", report)
-        return Chunked(version=version, language=language, chunks=chunks)
+            log.info("decoded_with_replacement", path=version.path, reason="not valid UTF-8")
+        if done.error is not None:
+            log.warning("chunking_failed", path=version.path, error=done.error)
+        if done.skip_reason is not None:
+            if done.skip_reason == "unreadable":
+                log.warning("file_unreadable", path=version.path)
+            return self._skip(done.version, done.skip_reason, report)
+        return Chunked(version=done.version, language=done.language, chunks=done.chunks)
 
     @staticmethod
     def _skip(version: FileVersion, reason: str, report: SyncReport) -> Chunked:
@@ -491,20 +593,43 @@ class Syncer:
         self,
         files: Sequence[Chunked],
         report: SyncReport,
+        files_ready: Callable[[int], None] | None = None,
     ) -> list[IndexedFile]:
-        """Vectors for every chunk: from the cache, else computed once per distinct text."""
+        """Vectors for every chunk: from the cache, else computed once per distinct text.
+
+        The misses are embedded in slices of ``embedding.batch_size`` texts, and each
+        slice goes into the cache as soon as it is computed: a kill, an OOM or a power
+        cut mid-batch loses at most one slice, and the next run reuses the rest.
+        ``files_ready(n)`` hears after each slice how many of ``files`` have all their
+        vectors.
+        """
         model = self.embedder.model_id
         dim = self.embedder.dimension
         keys = {c.embed_text: content_hash(c.embed_text) for f in files for c in f.chunks}
         cached = self.cache.get_many(model, keys.values(), dim)
-        missing = [t for t, k in keys.items() if k not in cached]
-        if missing:
-            order = sorted(range(len(missing)), key=lambda i: len(missing[i]))
-            texts = [missing[i] for i in order]
+        missing = sorted((t for t, k in keys.items() if k not in cached), key=len)
+        waiting = [sum(1 for c in f.chunks if keys[c.embed_text] not in cached) for f in files]
+        needed_by: dict[str, list[int]] = {}
+        for i, f in enumerate(files):
+            for c in f.chunks:
+                if keys[c.embed_text] not in cached:
+                    needed_by.setdefault(c.embed_text, []).append(i)
+        ready_files = waiting.count(0)
+        report.reused += sum(len(f.chunks) for f in files) - len(missing)
+        step = max(1, self.settings.embedding.batch_size)
+        for start in range(0, len(missing), step):
+            texts = missing[start : start + step]
             vectors = self.embedder.embed(texts)
             fresh = {keys[t]: vectors[j] for j, t in enumerate(texts)}
             self.cache.put_many(model, fresh)
             cached.update(fresh)
+            report.embedded += len(texts)
+            for t in texts:
+                for i in needed_by[t]:
+                    waiting[i] -= 1
+                    ready_files += waiting[i] == 0
+            if files_ready is not None:
+                files_ready(ready_files)
         window = self.settings.embedding.max_seq_length
         llm_model = self.settings.summaries.model
         llm = (
@@ -546,7 +671,38 @@ class Syncer:
                     skip_reason=f.skip_reason,
                 )
             )
-        n_chunks = sum(len(f.chunks) for f in files)
-        report.embedded += len(missing)
-        report.reused += n_chunks - len(missing)
         return out
+
+
+class _Meter:
+    """Turns a sync's counts into ``SyncProgress`` for the caller, and a log line every
+    ``PROGRESS_LOG_S`` at most."""
+
+    def __init__(self, total: int, report: SyncReport, progress: Progress | None) -> None:
+        self.total = total
+        self.report_ = report
+        self.progress = progress
+        self.started = time.monotonic()
+        self.logged_at = self.started
+
+    def report_within(self, before: int, files_ready: int) -> None:
+        """Progress inside a batch: ``before`` files committed, ``files_ready`` more embedded."""
+        self.report(before + files_ready)
+
+    def report(self, files_done: int, activity: str = "indexing") -> None:
+        now = time.monotonic()
+        r = self.report_
+        p = SyncProgress(
+            files_done=min(files_done, self.total),
+            files_total=self.total,
+            chunks=r.chunks,
+            embedded=r.embedded,
+            reused=r.reused,
+            seconds=now - self.started,
+            activity=activity,
+        )
+        if self.progress is not None:
+            self.progress(p)
+        if now - self.logged_at >= PROGRESS_LOG_S:
+            self.logged_at = now
+            log.info("progress", repo=r.repo, **p.as_dict())

@@ -1,0 +1,135 @@
+"""The first run as a new user meets it: `codechunkd run` on a repository it has never seen.
+
+A repository of ``--files`` real Python modules from the standard library (no
+tests, 1-60 KB each, sorted by path) is committed into a fresh git repository
+and a fresh index directory; ``codechunkd run`` starts on it with a notify
+socket owned by this script, as systemd would.  Printed:
+
+- time to ``READY=1`` (systemd's start-up timeout must cover only this);
+- time to the first search answer (through the control socket; ``partial``);
+- time to ready (every source fresh: the first index done);
+- chunks, embedded, and chunks/s of the first index.
+
+No assertion: figures to compare across changes.  The model export and thread
+calibration are included when the ONNX directory is empty (``--fresh-model``).
+
+    .venv/bin/python bench/firstrun.py --files 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from codechunkd.daemon.control import DaemonUnavailable, request
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+
+
+def make_repo(root: Path, files: int) -> int:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    found = sorted(
+        p
+        for p in stdlib.rglob("*.py")
+        if not {"site-packages", "test", "tests", "idlelib"} & set(p.parts)
+        and 1_000 < p.stat().st_size < 60_000
+    )[:files]
+    for p in found:
+        dest = root / "lib" / p.relative_to(stdlib)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(p.read_bytes())
+    env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b")
+    env["GIT_COMMITTER_EMAIL"] = "b@x"
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "stdlib"]):
+        subprocess.run(["git", *cmd], cwd=root, env=env, check=True)
+    return len(found)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--fresh-model", action="store_true", help="empty ONNX dir: export too")
+    ap.add_argument("--timeout", type=float, default=7200.0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="codechunkd-firstrun-") as tmp_:
+        tmp = Path(tmp_)
+        repo = tmp / "repo"
+        repo.mkdir()
+        n = make_repo(repo, args.files)
+        runtime = tmp / "run"
+        runtime.mkdir(mode=0o700)
+        env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), LANCEDB_LOG="error")
+        env["CODECHUNKD_DAEMON_NICE"] = "0"
+        if args.fresh_model:
+            env["CODECHUNKD_EMBEDDING_ONNX_DIR"] = str(tmp / "onnx")
+        notify_path = tmp / "notify.sock"
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(str(notify_path))
+        notify.settimeout(0.1)
+        env["NOTIFY_SOCKET"] = str(notify_path)
+        index = tmp / "index"
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [EXE, "run", str(repo), "--index-dir", str(index)],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp / "daemon.log").open("wb"),
+            env=env,
+        )
+        ready_at = answer_at = done_at = None
+        partial: Any = None
+        doc: dict[str, Any] = {}
+        try:
+            while time.monotonic() - t0 < args.timeout and done_at is None:
+                if proc.poll() is not None:
+                    sys.exit(f"daemon exited {proc.returncode}: see {tmp / 'daemon.log'}")
+                try:
+                    if "READY=1" in notify.recv(4096).decode() and ready_at is None:
+                        ready_at = time.monotonic() - t0
+                except TimeoutError:
+                    pass
+                if ready_at is None:
+                    continue
+                sock = next((runtime / "codechunkd").glob("*.sock"))
+                try:
+                    if answer_at is None:
+                        got = request(
+                            sock, {"cmd": "search", "query": "open a file", "k": 5}, timeout=60
+                        )
+                        if "hits" in got:
+                            answer_at, partial = time.monotonic() - t0, got.get("partial")
+                    doc = request(sock, {"cmd": "status"}, timeout=10)
+                except DaemonUnavailable:
+                    continue
+                src = (doc.get("sources") or [{}])[0]
+                if doc["daemon"]["state"] == "ready" and src.get("fresh"):
+                    done_at = time.monotonic() - t0
+                time.sleep(0.5)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+            notify.close()
+        src = (doc.get("sources") or [{}])[0]
+        batch = src.get("last_batch") or {}
+        print(f"repository: {n} files from the standard library")
+        print(f"READY=1 after:          {ready_at:.1f} s" if ready_at else "READY=1: never")
+        print(
+            f"first search answer:    {answer_at:.1f} s (partial: {partial})" if answer_at else ""
+        )
+        print(f"ready (index complete): {done_at:.1f} s" if done_at else "ready: not reached")
+        print(
+            f"chunks: {src.get('chunks')}, embedded: {batch.get('embedded')}, "
+            f"index seconds: {batch.get('seconds')}, "
+            f"chunks/s: {(src.get('chunks') or 0) / (batch.get('seconds') or 1):.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The first run as a new user sees it, with real processes on real stdlib code.
+
+A cold index of a few hundred real files takes minutes on two cores: the daemon
+must serve status and search (marked partial) long before that, and a killed
+`codechunkd index` must not lose the vectors it computed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Repo
+from tests.daemon.test_service_e2e import EXE, Daemon, cli, wait_for
+
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.languages import detect_language
+from codechunkd.chunking.tokens import counter_for
+from codechunkd.config import load_settings
+from codechunkd.storage.layout import IndexPaths
+
+pytestmark = pytest.mark.slow
+
+READY_S = 10.0
+"""The daemon says READY=1 and answers status and search within this of its start."""
+
+
+def stdlib_repo(repo: Repo, files: int) -> list[str]:
+    """A repository of `files` real Python modules copied from the standard library."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    found = sorted(
+        p
+        for p in root.rglob("*.py")
+        if "site-packages" not in p.parts
+        and "test" not in p.parts
+        and "tests" not in p.parts
+        and 2_000 < p.stat().st_size < 12_000
+    )[:files]
+    assert len(found) == files, len(found)
+    names = []
+    for p in found:
+        rel = "lib/" + "/".join(p.relative_to(root).parts)
+        repo.write(rel, p.read_bytes())
+        names.append(rel)
+    repo.commit("stdlib")
+    return names
+
+
+def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
+    repo: Repo, tmp_path: Path, index_dir: Path
+) -> None:
+    """READY=1, a status with advancing progress and a search marked partial, all while the
+    first index of 300 real files is still running."""
+    stdlib_repo(repo, 300)
+    started = time.monotonic()
+    d = Daemon(tmp_path, index_dir, repo.path, shutdown_timeout_s="0.5")
+    try:
+        d.wait_notify("READY=1", timeout=READY_S)
+        doc = d.status()
+        assert time.monotonic() - started < READY_S + 2
+        assert doc["daemon"]["state"] == "indexing"
+        answer = d.call({"cmd": "search", "query": "parse the arguments", "k": 5}, timeout=30)
+        assert "hits" in answer and answer["partial"] is not None, answer
+
+        def progress() -> dict[str, Any] | None:
+            p: dict[str, Any] | None = d.status()["sources"][0]["progress"]
+            return p if p and p["activity"] == "indexing" and p["embedded"] else None
+
+        first = wait_for(progress, "embedding progress", timeout=120)
+        assert first["files_total"] == 300
+        advanced = wait_for(
+            lambda: (p := progress()) and p["embedded"] > first["embedded"] and p,
+            "progress advancing",
+            timeout=30,
+        )
+        assert advanced["chunks_per_second"] > 0
+        src = d.status()["sources"][0]
+        assert not src["fresh"] and src["state"] == "indexing"
+        text = cli("status", "--index-dir", str(index_dir))
+        assert "[indexing]" in text.stdout and "interrupted" not in text.stdout, text.stdout
+        assert "/300 files" in text.stdout and "ETA" in text.stdout
+        found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
+        assert found.returncode == 0 and found.stdout.startswith("partial: "), found.stdout
+        d.wait_notify("files,", timeout=30)  # STATUS= carries the progress
+    finally:
+        d.kill()
+
+
+def _cached(cache: Path) -> int:
+    """Vectors in the embedding cache, read-only (the writer may be mid-transaction)."""
+    if not cache.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=1) as db:
+            (n,) = db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+    except sqlite3.OperationalError:  # created, schema not yet written
+        return 0
+    return int(n)
+
+
+def _index(repo: Repo, index_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [EXE, "index", str(repo.path), "--index-dir", str(index_dir), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path) -> None:
+    """SIGINT says what was saved and exits 130; SIGKILL at half the texts loses at most one
+    slice: the next run embeds only the rest."""
+    files = stdlib_repo(repo, 24)
+    settings = load_settings(env={}, overrides={"index.dir": str(index_dir)})
+    count = counter_for(settings.embedding.model)
+    texts = set()
+    for rel in files:
+        data = (repo.path / rel).read_bytes()
+        lang = detect_language(rel, data[:256], settings.chunking.extensions)
+        texts |= {
+            c.embed_text
+            for c in chunk(rel, data, settings.chunking, language=lang, count_tokens=count)
+        }
+    total = len(texts)
+    slice_ = settings.embedding.batch_size
+    assert total > 6 * slice_, total
+    cache = IndexPaths.of(settings).cache
+
+    first = _index(repo, index_dir)
+    wait_for(lambda: _cached(cache) >= slice_, "a first slice cached", timeout=120)
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert "interrupted" in err and "run the same command again" in err, err
+    assert "Traceback" not in err
+
+    second = _index(repo, index_dir)
+    wait_for(lambda: _cached(cache) >= total // 2, "half the texts cached", timeout=180)
+    second.kill()
+    second.communicate(timeout=30)
+    saved = _cached(cache)
+    assert saved >= total // 2
+
+    third = subprocess.run(
+        [EXE, "index", str(repo.path), "--index-dir", str(index_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(third.stdout)
+    assert report["embedded"] == _cached(cache) - saved  # every saved vector was reused
+    assert report["embedded"] <= total - total // 2 + slice_, (report, total)

@@ -1,0 +1,150 @@
+"""The status document from typed snapshots: labels that say what is true, progress,
+a failing source degraded, and each writer job counted once."""
+
+from __future__ import annotations
+
+import ast
+import threading
+from pathlib import Path
+from typing import Any
+
+from codechunkd.daemon.jobs import Upkeep
+from codechunkd.daemon.status import (
+    EXIT_DEGRADED,
+    EXIT_STALE,
+    DaemonSnapshot,
+    SourceSnapshot,
+    StatusSnapshot,
+    document,
+    exit_code,
+    render_text,
+    status_line,
+)
+
+RECORD: dict[str, Any] = {
+    "source": "s1",
+    "repo": "/src/app",
+    "branch": "main",
+    "commit": "a" * 40,
+    "dirty": {},
+    "pending": None,
+    "files": 10,
+    "chunks": 50,
+    "updated_at": None,
+}
+PROGRESS: dict[str, Any] = {
+    "files_done": 412,
+    "files_total": 1765,
+    "chunks": 3000,
+    "embedded": 2900,
+    "reused": 220,
+    "seconds": 150.0,
+    "chunks_per_second": 20.8,
+    "eta_s": 250,
+    "activity": "indexing",
+}
+
+
+def daemon(**kw: Any) -> DaemonSnapshot:
+    base: dict[str, Any] = dict(
+        pid=1,
+        version="x",
+        started_at="now",
+        uptime_s=5.0,
+        caught_up=False,
+        writer_healthy=True,
+        stall_after_s=300.0,
+        model_loaded=True,
+    )
+    return DaemonSnapshot(**{**base, **kw})
+
+
+def test_a_first_index_is_indexing_with_progress_not_interrupted() -> None:
+    """A sync this daemon runs now: `[indexing]` with files, chunks, rate and ETA."""
+    src = SourceSnapshot(
+        record={**RECORD, "pending": "b" * 40, "commit": None},
+        head="b" * 40,
+        head_branch="main",
+        live=True,
+        busy_s=150.0,
+        progress=PROGRESS,
+    )
+    doc = document(StatusSnapshot(daemon=daemon(), index="/i", sources=(src,)))
+    assert doc["daemon"]["state"] == "indexing"
+    assert doc["sources"][0]["progress"]["files_done"] == 412
+    assert exit_code(doc) == EXIT_STALE
+    text = render_text(doc)
+    assert "[indexing]" in text and "interrupted" not in text
+    assert "412/1,765 files" in text and "20.8 chunks/s" in text and "ETA 4m10s" in text
+    line = status_line(StatusSnapshot(daemon=daemon(), index="/i", sources=(src,)))
+    assert line.startswith("indexing:") and "412/1,765 files" in line
+
+
+def test_a_pending_mark_nobody_works_on_is_interrupted() -> None:
+    """No daemon, a state left pending by a killed run: `[interrupted]`."""
+    src = SourceSnapshot(record={**RECORD, "pending": "b" * 40}, head="a" * 40, head_branch="main")
+    doc = document(StatusSnapshot(daemon=None, index="/i", sources=(src,)))
+    assert doc["daemon"]["state"] == "stopped"
+    assert "[interrupted]" in render_text(doc)
+    fresh = SourceSnapshot(record=RECORD, head="a" * 40, head_branch="main")
+    assert "[fresh]" in render_text(
+        document(StatusSnapshot(daemon=None, index="/i", sources=(fresh,)))
+    )
+
+
+def test_a_failing_source_is_degraded_with_its_reason_and_unsaved_edits() -> None:
+    """After a failed sync: degraded (exit 11), the reason, and the edits waiting on it."""
+    src = SourceSnapshot(
+        record=RECORD,
+        head="a" * 40,
+        head_branch="main",
+        live=True,
+        synced=True,
+        pending_paths=30,
+        errors=1,
+        consecutive_failures=1,
+        last_error="disk full",
+        failing="disk full",
+    )
+    doc = document(StatusSnapshot(daemon=daemon(caught_up=True), index="/i", sources=(src,)))
+    assert doc["daemon"]["state"] == "degraded"
+    assert exit_code(doc) == EXIT_DEGRADED
+    text = render_text(doc)
+    assert "failing: disk full" in text and "pending 30 paths" in text
+
+
+def test_status_does_not_import_the_service() -> None:
+    """status.py renders snapshots: it imports no daemon module, not even for typing."""
+    path = Path(__file__).parents[2] / "src/codechunkd/daemon/status.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    assert not [n for n in names if n.startswith("codechunkd")], names
+
+
+def test_a_job_run_by_the_writer_is_counted_once() -> None:
+    """The scheduler's run of a writer job is not counted; the writer's record is."""
+    upkeep = Upkeep()
+    queued = threading.Event()
+    plain = threading.Event()
+    upkeep.add("compact", 3600, queued.set, recorded=True)
+    upkeep.add("reconcile", 3600, plain.set)
+    upkeep.start()
+    try:
+        upkeep.run_soon("compact")
+        upkeep.run_soon("reconcile")
+        assert queued.wait(10) and plain.wait(10)
+        end = threading.Event()
+        for _ in range(200):  # the listener runs just after the job returns
+            if upkeep.as_dict()["reconcile"]["runs"] == 1:  # type: ignore[index]
+                break
+            end.wait(0.05)
+        upkeep.record("compact", None)
+    finally:
+        upkeep.shutdown()
+    stats = upkeep.as_dict()
+    assert stats["reconcile"]["runs"] == 1  # type: ignore[index]
+    assert stats["compact"]["runs"] == 1  # type: ignore[index]
