@@ -19,6 +19,7 @@ from typing import Any
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
 from codechunkd.storage.store import IndexStore, SourceState, quote
 
@@ -94,16 +95,33 @@ class Index:
         context: bool = False,
         stale: bool = False,
     ) -> list[Hit]:
-        """Hybrid (default), vector or full-text search with filters."""
-        mode = Mode(mode)
-        vector = self.embedder.embed([query])[0] if mode is not Mode.TEXT else None
-        filters = Filters(
-            repo=repo, branch=branch, commit=commit, path=path, language=language, kind=kind
+        """Hybrid (default), vector or full-text search with filters (see ``SearchRequest``)."""
+        return self.run(
+            SearchRequest(
+                query=query,
+                k=k,
+                mode=str(mode),
+                repo=repo,
+                branch=branch,
+                commit=commit,
+                path=path,
+                language=language,
+                kind=kind,
+                context=context,
+                stale=stale,
+            )
         )
-        hits = self.searcher.search(query, vector, k=k, filters=filters, mode=mode)
-        if context:
+
+    def run(self, request: SearchRequest) -> list[Hit]:
+        """Answer one search request: what the CLI, the daemon and the MCP server all call."""
+        mode = Mode(request.mode)
+        vector = self.embedder.embed([request.query])[0] if mode is not Mode.TEXT else None
+        hits = self.searcher.search(
+            request.query, vector, k=request.k, filters=request.filters(), mode=mode
+        )
+        if request.context:
             hits = self.searcher.with_context(hits)
-        if stale:
+        if request.stale:
             hits = mark_stale(hits)
         return hits
 

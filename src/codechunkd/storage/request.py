@@ -1,0 +1,144 @@
+"""One search request, the same value at every door: CLI, control socket, MCP, reader.
+
+The search options used to be spelled out at each door (two CLI paths, the
+control socket's ``search`` handler, ``Index.search``), and the socket accepted
+both ``lang`` and ``language``.  ``SearchRequest`` is the one value: built from
+keyword arguments or from the JSON document the control socket reads, checked
+once (a bad value is a ``ConfigError`` naming the field, never a crash of the
+server that received it), and turned into the storage ``Filters``.
+
+The JSON form is the control socket's ``search`` request as it is today, minus
+``cmd``::
+
+    {"query": "parse the config", "k": 10, "mode": "hybrid", "repo": "/abs/repo",
+     "branch": null, "commit": null, "path": "src/*.py", "language": "python",
+     "kind": null, "context": false, "stale": false}
+
+``from_json`` also takes the older ``lang`` for ``language``, ignores ``cmd``,
+treats ``null``/``""`` as "not given" (as the daemon always did), and refuses
+unknown keys.  ``to_json`` writes ``language``, which the daemon has always
+accepted, so either end can adopt this value first.
+
+Importing this module costs nothing (no numpy, no LanceDB): clients that only
+talk to the daemon use it too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from codechunkd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codechunkd.storage.search import Filters
+
+MODES = ("hybrid", "vector", "text")
+"""The values of ``storage.search.Mode`` (repeated here so this module imports nothing)."""
+MAX_K = 1000
+FILTER_KEYS = ("repo", "branch", "commit", "path", "language", "kind")
+FLAG_KEYS = ("context", "stale")
+KEYS = frozenset({"query", "k", "mode", *FILTER_KEYS, *FLAG_KEYS})
+ALIASES = {"lang": "language"}
+IGNORED = frozenset({"cmd"})
+"""The control socket's envelope: part of the document, not of the request."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchRequest:
+    """What to search for, how many, how to rank, which rows, and what to add to hits."""
+
+    query: str
+    """Natural language, code, or a symbol name; never empty."""
+    k: int = 10
+    """Number of hits, 1..``MAX_K``."""
+    mode: str = "hybrid"
+    """``hybrid`` (vectors + full text, fused), ``vector`` or ``text``."""
+    repo: str | None = None
+    """Repository root, absolute, exactly as ``codechunkd status`` shows it."""
+    branch: str | None = None
+    commit: str | None = None
+    path: str | None = None
+    """Glob on the path inside the repository (``*`` also matches ``/``)."""
+    language: str | None = None
+    kind: str | None = None
+    context: bool = False
+    """Add the signatures of the enclosing chunks (class, module) to each hit."""
+    stale: bool = False
+    """Flag hits whose file on disk no longer matches the indexed blob."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise ConfigError("the search query is empty", key="query")
+        if isinstance(self.k, bool) or not isinstance(self.k, int):
+            raise ConfigError(f"k must be an integer, got {self.k!r}", key="k")
+        if not 1 <= self.k <= MAX_K:
+            raise ConfigError(f"k must be between 1 and {MAX_K}, got {self.k}", key="k")
+        if self.mode not in MODES:  # a ``Mode`` member is a str: normalised below
+            raise ConfigError(
+                f"unknown search mode {self.mode!r} (expected one of: {', '.join(MODES)})",
+                key="mode",
+            )
+        object.__setattr__(self, "mode", str(self.mode))
+        for key in FILTER_KEYS:
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{key} must be a non-empty string, got {value!r}", key=key)
+        if self.repo is not None and not os.path.isabs(self.repo):
+            raise ConfigError(
+                f"repo must be an absolute path (the repository root), got {self.repo!r}",
+                key="repo",
+            )
+        for key in FLAG_KEYS:
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(
+                    f"{key} must be true or false, got {getattr(self, key)!r}", key=key
+                )
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> SearchRequest:
+        """The request in a control-socket document (``cmd`` ignored, ``lang`` accepted)."""
+        if not isinstance(doc, Mapping):
+            raise ConfigError(f"a search request is a JSON object, got {type(doc).__name__}")
+        values: dict[str, Any] = {}
+        for raw_key, value in doc.items():
+            if raw_key in IGNORED:
+                continue
+            key = ALIASES.get(raw_key, raw_key)
+            if key not in KEYS:
+                known = ", ".join(sorted(KEYS | ALIASES.keys()))
+                raise ConfigError(
+                    f"unknown search option {raw_key!r} (known: {known})", key=raw_key
+                )
+            if value is None or value == "":
+                continue  # "not given", as the daemon has always read it
+            if key in values and values[key] != value:
+                raise ConfigError(
+                    f"conflicting values for {key}: {values[key]!r} and {value!r}", key=key
+                )
+            values[key] = value
+        if "query" not in values:
+            raise ConfigError("the search query is empty", key="query")
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document the control socket's ``search`` reads (add ``"cmd": "search"``)."""
+        return asdict(self)
+
+    def filters(self) -> Filters:
+        """The row filters, as ``storage.search`` applies them."""
+        from codechunkd.storage.search import Filters
+
+        return Filters(
+            repo=self.repo,
+            branch=self.branch,
+            commit=self.commit,
+            path=self.path,
+            language=self.language,
+            kind=self.kind,
+        )
+
+
+__all__ = ["MAX_K", "MODES", "SearchRequest"]

@@ -1,0 +1,339 @@
+"""`codechunkd mcp`, driven by the MCP SDK's own client over stdio and streamable HTTP.
+
+The server is the real command in a subprocess, on a real index; searches are
+checked against `codechunkd search --json` on the same index, and a real
+daemon is started and stopped under a running server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from codechunkd.config.settings import Settings
+from tests.conftest import Indexer, Repo
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+GEO = '''"""Geometry helpers."""
+import math
+
+RADIUS = 6371.0
+
+
+class Point:
+    """A point on the sphere."""
+
+    def __init__(self, lat, lon):
+        self.lat = lat
+        self.lon = lon
+
+    def distance_to(self, other):
+        """Great-circle distance in km."""
+        return haversine(self, other)
+
+
+def haversine(a, b):
+    """Distance between two points on a sphere."""
+    dlat = math.radians(b.lat - a.lat)
+    return 2 * RADIUS * math.asin(math.sqrt(dlat))
+'''
+TEXT = 'def slugify(title):\n    """Lowercase, dashes for spaces."""\n    return title.lower()\n'
+
+
+def _env() -> dict[str, str]:
+    """The test's environment (HOME, XDG dirs, the shared ONNX export) for the server."""
+    return dict(os.environ, LANCEDB_LOG="error")
+
+
+@asynccontextmanager
+async def stdio_session(index_dir: Path, log: Path) -> AsyncIterator[ClientSession]:
+    """`codechunkd mcp --index-dir DIR` spawned by the SDK's stdio client, initialised."""
+    params = StdioServerParameters(
+        command=EXE, args=["mcp", "--index-dir", str(index_dir)], env=_env()
+    )
+    with log.open("w") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **args: Any) -> CallToolResult:
+    return await session.call_tool(tool, args)
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured answer of a successful call."""
+    assert not result.is_error, text(result)
+    data = result.structured_content
+    assert isinstance(data, dict)
+    return dict(data)
+
+
+def cli_search(index_dir: Path, query: str, *extra: str) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [EXE, "search", query, "--index-dir", str(index_dir), "--json", *extra],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    hits: list[dict[str, Any]] = json.loads(done.stdout)
+    return hits
+
+
+def same_hits(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    def key(h: dict[str, Any]) -> tuple[Any, ...]:
+        return (h["id"], h["path"], h["start_line"], h["end_line"], h["symbol"])
+
+    return [key(h) for h in a] == [key(h) for h in b]
+
+
+@pytest.fixture
+def indexed(repo: Repo, settings: Settings, embedder) -> Repo:  # type: ignore[no-untyped-def]
+    """A small repository, indexed once by a real Syncer."""
+    repo.write("pkg/geo.py", GEO)
+    repo.write("pkg/text.py", TEXT)
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    return repo
+
+
+def test_stdio_tools_answer_like_the_cli(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
+    """Over stdio: the four tools are listed with descriptions and schemas, each answers,
+    search equals `codechunkd search --json` (ids, paths, order), and bad arguments
+    are tool errors after which the server still answers."""
+    queries = [("distance between two points on a sphere", ()), ("slugify", ("--lang", "python"))]
+    expected = {q: cli_search(index_dir, q, *extra) for q, extra in queries}
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert set(tools) == {"search", "outline", "read_chunks", "status"}
+            for t in tools.values():
+                assert t.description and len(t.description) > 80, t.name
+                assert t.input_schema["type"] == "object"
+            assert "query" in tools["search"].input_schema["required"]
+
+            for q, extra in queries:
+                args: dict[str, Any] = {"query": q, "k": 10}
+                if extra:
+                    args["language"] = extra[1]
+                res = await s.call_tool("search", args)
+                data = ok(res)
+                assert data["via"] == "index"
+                assert same_hits(data["hits"], expected[q]), (data["hits"], expected[q])
+                assert all(h["stale"] is False for h in data["hits"])
+            first = expected[queries[0][0]][0]
+            assert first["symbol"] in text(await call(s, "search", query=queries[0][0], k=3))
+
+            outline = ok(await call(s, "outline", path="pkg/geo.py"))
+            symbols = [c["symbol"] for c in outline["chunks"]]
+            assert {"Point", "Point.__init__", "Point.distance_to", "haversine"} <= set(symbols)
+            absolute = ok(await call(s, "outline", path=str(indexed.path / "pkg/geo.py")))
+            assert absolute == outline
+
+            method = next(c for c in outline["chunks"] if c["symbol"] == "Point.distance_to")
+            read = ok(await call(s, "read_chunks", ids=[method["id"]]))["chunks"][0]
+            assert "return haversine(self, other)" in read["content"]
+            assert [p["kind"] for p in read["parents"]] == ["module", "class"]
+            assert "import math" in read["parents"][0]["header"]
+            assert "class Point" in read["parents"][1]["header"]
+            by_line = ok(await call(s, "read_chunks", path="pkg/geo.py", line=16))
+            assert by_line["chunks"][0]["id"] == method["id"]
+
+            status = ok(await call(s, "status"))
+            assert status["daemon"] == "stopped"
+            (src,) = status["sources"]
+            assert src["repo"] == str(indexed.path) and src["fresh"] and not src["partial"]
+            assert src["head"] == indexed.head() == src["indexed"]
+
+            bad: list[tuple[str, dict[str, Any], str]] = [
+                ("search", {"query": "x", "k": 0}, "greater than or equal to 1"),
+                ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
+                ("search", {"query": "   "}, "query is empty"),
+                ("search", {"query": "x", "repo": "/no/such/repo"}, "is not indexed"),
+                ("outline", {"path": "pkg/nope.py"}, "no chunks indexed for 'pkg/nope.py'"),
+                ("outline", {"path": "/elsewhere/x.py"}, "not inside an indexed repository"),
+                ("read_chunks", {}, "give `ids`, or both `path` and `line`"),
+                ("read_chunks", {"ids": ["0" * 32]}, "no chunk with id"),
+                ("read_chunks", {"path": "pkg/geo.py", "line": 999}, "covers line 999"),
+            ]
+            for tool, bad_args, message in bad:
+                res = await s.call_tool(tool, bad_args)
+                assert res.is_error, (tool, bad_args, text(res))
+                assert message in text(res), (message, text(res))
+            assert ok(await call(s, "status"))["sources"]  # still serving
+
+    anyio.run(go)
+
+
+def test_trimmed_search_says_so(
+    indexed: Repo,
+    index_dir: Path,
+    tmp_path: Path,
+    settings: Settings,
+    embedder: Any,
+) -> None:
+    """A search over the size budget cuts chunk text, flags each cut hit, and says so."""
+    body = "".join(
+        f"    total += lat_{i} * lon_{i}  # point {i} on the sphere\n" for i in range(60)
+    )
+    indexed.write(
+        "pkg/big.py", f"def sphere_points_sum():\n    total = 0\n{body}    return total\n"
+    )
+    indexed.commit("big")
+    ix = Indexer(settings, embedder)
+    ix.sync(indexed.path)
+    ix.close()
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            full = ok(await call(s, "search", query="point on a sphere", k=5))
+            small = await call(s, "search", query="point on a sphere", k=5, max_chars=500)
+            data = ok(small)
+            assert [h["id"] for h in data["hits"]] == [h["id"] for h in full["hits"]]
+            assert data["trimmed"] and not full["trimmed"]
+            assert sum(len(h["content"]) for h in data["hits"]) <= 500
+            assert any(h["truncated"] for h in data["hits"])
+            assert "Trimmed:" in text(small) and "read_chunks" in text(small)
+
+    anyio.run(go)
+
+
+def test_no_index_is_a_tool_error(tmp_path: Path) -> None:
+    """On a directory with no index, search is a clear tool error and status says so."""
+
+    async def go() -> None:
+        async with stdio_session(tmp_path / "empty", tmp_path / "mcp.log") as s:
+            res = await call(s, "search", query="anything")
+            assert res.is_error
+            assert "no index at" in text(res) and "codechunkd run" in text(res)
+            status = await call(s, "status")
+            assert ok(status)["sources"] == []
+            assert "nothing indexed yet" in text(status)
+
+    anyio.run(go)
+
+
+def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
+    """With --http the server listens on 127.0.0.1 only and answers the SDK's HTTP client."""
+    log = tmp_path / "http.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [EXE, "mcp", "--http", "--port", "0", "--index-dir", str(index_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_env(),
+        )
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            found = re.search(r"serving on (http://127\.0\.0\.1:\d+/mcp)", log.read_text())
+            url = found.group(1) if found else None
+            time.sleep(0.05)
+        assert url, log.read_text()
+
+        async def go() -> None:
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                names = {t.name for t in (await s.list_tools()).tools}
+                assert names == {"search", "outline", "read_chunks", "status"}
+                data = ok(await call(s, "search", query="slugify", k=3))
+                assert data["hits"][0]["symbol"] == "slugify"
+                assert (await call(s, "outline", path="nope.py")).is_error
+
+        anyio.run(go)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:
+    """Poll an async condition up to a deadline."""
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        last = await check()
+        if last:
+            return last
+        await anyio.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.mark.slow
+def test_daemon_started_and_stopped_under_the_server(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """One server throughout: no daemon (the index on disk), a daemon started (its answers,
+    and an edit becomes searchable), the daemon stopped (back to the disk, no crash)."""
+    from tests.daemon.test_service_e2e import Daemon
+
+    daemons: list[Daemon] = []
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            before = ok(await call(s, "search", query="slugify", k=3))
+            assert before["via"] == "index"
+
+            d = Daemon(tmp_path, index_dir, indexed.path)
+            daemons.append(d)
+            await anyio.to_thread.run_sync(d.wait_notify, "READY=1")
+
+            async def caught_up() -> bool:
+                return bool(ok(await call(s, "status"))["daemon"] == "ready")
+
+            await until(caught_up, "the daemon caught up")
+            via = ok(await call(s, "search", query="slugify", k=3))
+            assert via["via"] == "daemon"
+            assert same_hits(via["hits"], before["hits"]), (via["hits"], before["hits"])
+
+            indexed.write("pkg/text.py", TEXT + "\n\ndef wombat_marker():\n    return 1\n")
+
+            async def visible() -> bool:
+                hits = ok(await call(s, "search", query="wombat_marker", k=3))["hits"]
+                return any("wombat_marker" in h["content"] for h in hits)
+
+            await until(visible, "the edit searchable through the daemon")
+
+            assert await anyio.to_thread.run_sync(d.stop) == 0
+            after = ok(await call(s, "search", query="wombat_marker", k=3))
+            assert after["via"] == "index"
+            assert any("wombat_marker" in h["content"] for h in after["hits"])
+            assert ok(await call(s, "status"))["daemon"] == "stopped"
+
+    try:
+        anyio.run(go)
+    finally:
+        for d in daemons:
+            d.kill()
