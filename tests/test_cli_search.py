@@ -24,6 +24,8 @@ def test_search_without_a_daemon_finds_the_function_and_survives_a_closed_pipe(
     index_dir: Path,
     embedder,  # type: ignore[no-untyped-def]
 ) -> None:
+    """``codechunkd search`` without a daemon finds the function by meaning, and exits 0
+    without a traceback when its reader closes the pipe early."""
     repo.write("geo.py", "def haversine_distance(a, b):\n    return great_circle(a, b)\n")
     repo.write("text.py", "def slugify(title):\n    return title.lower().replace(' ', '-')\n")
     repo.commit("init")

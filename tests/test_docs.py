@@ -13,11 +13,13 @@ README = (Path(__file__).parents[1] / "README.md").read_text()
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_commands_are_documented(command: str) -> None:
+    """Every command is shown in the README."""
     assert f"codechunkd {command}" in README
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_commands_have_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command answers ``--help`` with a usage line and exit status 0."""
     argv = [command, "export", "--help"] if command == "model" else [command, "--help"]
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -26,11 +28,13 @@ def test_commands_have_help(command: str, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_parser_knows_every_command() -> None:
+    """The argument parser and the command table list the same commands."""
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(sub.choices) == set(COMMANDS)  # type: ignore[arg-type]
 
 
 def test_help_does_not_import_torch_or_lancedb() -> None:
+    """``--help`` imports neither torch, LanceDB nor sentence-transformers (it stays fast)."""
     import subprocess
     import sys
 
@@ -44,3 +48,18 @@ def test_help_does_not_import_torch_or_lancedb() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("[]")
+
+
+def test_every_test_says_what_it_proves() -> None:
+    """Every test function has a docstring (STYLE.md): a test without one is found here."""
+    import ast
+
+    root = Path(__file__).parents[1]
+    missing = []
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if node.name.startswith("test") and ast.get_docstring(node) is None:
+                missing.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert not missing, "tests without a docstring:\n" + "\n".join(missing)

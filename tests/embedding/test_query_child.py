@@ -12,6 +12,7 @@ from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
 
 def test_the_child_vector_is_the_in_process_vector(embedder) -> None:  # type: ignore[no-untyped-def]
+    """The query child's vector equals the in-process one, and is used for its query only."""
     assert isinstance(embedder, OnnxEmbedder)
     embedder.embed(["export the model first"])  # the child only runs cached exports
     settings = embedder._settings
@@ -32,6 +33,8 @@ def test_without_a_cached_export_the_child_declines_and_search_falls_back(
     embedder,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
+    """Without a cached ONNX export the child exits with NO_EXPORT, exports nothing,
+    and the query is embedded in process instead."""
     empty = EmbeddingSettings(onnx_dir=str(tmp_path / "no-exports"))
     proc = query_child.start(empty, "q")
     assert proc is not None
@@ -42,6 +45,7 @@ def test_without_a_cached_export_the_child_declines_and_search_falls_back(
 
 
 def test_close_stops_a_child_whose_vector_was_never_read(embedder) -> None:  # type: ignore[no-untyped-def]
+    """Closing an unread query child ends its process (no orphan)."""
     proc = query_child.start(embedder._settings, "never read")
     assert proc is not None
     query_child.ChildQueryEmbedder(embedder, proc, "never read").close()

@@ -45,6 +45,8 @@ READER = textwrap.dedent(
 
 @pytest.mark.slow
 def test_reader_never_sees_a_file_half_replaced(repo: Repo, indexer: Indexer) -> None:
+    """A reader in another process, while one file flips between two versions 400 times,
+    only ever sees all of one version's rows."""
     counts = {}
     for text in (VERSION_B, VERSION_A):
         repo.write("mod.py", text)

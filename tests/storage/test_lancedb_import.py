@@ -8,6 +8,7 @@ import textwrap
 
 
 def test_deferred_rest_client_still_resolves_everything() -> None:
+    """The REST client whose import is deferred still resolves every name on first use."""
     code = textwrap.dedent(
         """
         import sys

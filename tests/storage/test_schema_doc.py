@@ -35,6 +35,7 @@ def _doc_type(t: pa.DataType) -> str:
 
 
 def test_every_column_is_documented_with_its_type() -> None:
+    """docs/schema.md documents every column of every table with its type, and no other."""
     doc = _documented()
     code = {
         S.CHUNKS: S.chunks_schema(384, "m"),
@@ -47,4 +48,5 @@ def test_every_column_is_documented_with_its_type() -> None:
 
 
 def test_schema_version_is_documented() -> None:
+    """docs/schema.md states the schema version the code writes."""
     assert f"Schema version: **{S.SCHEMA_VERSION}**" in DOC.read_text()

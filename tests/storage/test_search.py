@@ -61,17 +61,21 @@ def _mrr(index: Index, mode: Mode) -> float:
 
 
 def test_hybrid_beats_vector_and_text_alone(index: Index) -> None:
+    """On the labelled queries, hybrid search has a higher MRR than vector or text alone."""
     hybrid, vector, text = (_mrr(index, m) for m in (Mode.HYBRID, Mode.VECTOR, Mode.TEXT))
     assert hybrid > vector, (hybrid, vector, text)
     assert hybrid > text, (hybrid, vector, text)
 
 
 def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
+    """A query that names a function or method ranks it first."""
     for name in ("b85decode", "fnmatchcase", "dedent", "TextWrapper.wrap"):
         assert index.search(name, k=3)[0].symbol == name
 
 
 def test_glue_scores_are_scaled_below_any_definition_of_the_same_ranks(index: Index) -> None:
+    """Module glue chunks score at most GLUE_WEIGHT of the best fused score, below a
+    definition."""
     hits = index.search("module imports, constants and the __all__ list", k=30)
     glue = [h for h in hits if h.kind in GLUE_KINDS]
     assert glue, [h.kind for h in hits]  # the query does reach module code
@@ -81,6 +85,7 @@ def test_glue_scores_are_scaled_below_any_definition_of_the_same_ranks(index: In
 
 
 def test_full_text_matches_the_words_of_the_context_header(index: Index) -> None:
+    """Full-text search matches words found only in a chunk's context header (its file)."""
     # "in file textwrap.py" is only in the header of most textwrap chunks
     hits = index.search("textwrap", k=50, mode=Mode.TEXT)
     assert any(
@@ -89,6 +94,7 @@ def test_full_text_matches_the_words_of_the_context_header(index: Index) -> None
 
 
 def test_filters(index: Index) -> None:
+    """Path, kind, language, branch and repo filters keep only matching hits."""
     hits = index.search("decode", k=20, path="base64*", kind="function")
     assert hits and all(h.path == "base64.py" and h.kind == "function" for h in hits)
     assert all(h.language == "markdown" for h in index.search("quoting", k=5, language="markdown"))
@@ -99,6 +105,7 @@ def test_filters(index: Index) -> None:
 
 
 def test_context_adds_enclosing_class_signature(index: Index) -> None:
+    """``context=True`` adds the enclosing class's signature to a method hit."""
     hit = next(
         h
         for h in index.search("TextWrapper._wrap_chunks", k=5, context=True)
@@ -108,6 +115,7 @@ def test_context_adds_enclosing_class_signature(index: Index) -> None:
 
 
 def test_stale_flag_when_file_changed_on_disk(index: Index) -> None:
+    """``stale=True`` flags hits whose file changed on disk since it was indexed."""
     repo = index.repo  # type: ignore[attr-defined]
     assert not any(h.stale for h in index.search("dedent", k=3, stale=True))
     original = (repo.path / "textwrap.py").read_text()
@@ -120,6 +128,8 @@ def test_stale_flag_when_file_changed_on_disk(index: Index) -> None:
 
 
 def test_reader_api_rows_get_children_file(index: Index) -> None:
+    """The reader API's file, children, get, rows and sources return the indexed rows
+    in order."""
     rows = index.file("textwrap.py")
     assert rows and rows == sorted(
         rows, key=lambda r: (r.repo, r.start_byte, not r.synthetic, r.end_byte)
