@@ -119,13 +119,14 @@ def test_cached_model_runs_without_torch(onnx_settings: EmbeddingSettings) -> No
 
 @pytest.mark.slow
 def test_failed_export_leaves_nothing(tmp_path: Path) -> None:
-    """An export that fails midway raises EmbeddingError and leaves no (partial) model."""
+    """An export that fails midway raises EmbeddingError naming the problem, and leaves no
+    (partial) model."""
     model = tmp_path / "broken-model"
     model.mkdir()
     (model / "config.json").write_text('{"model_type": "bert", "hidden_size": "oops"}')
     cache = tmp_path / "cache"
     settings = EmbeddingSettings(backend="onnx", model=str(model), onnx_dir=str(cache))
-    with pytest.raises(EmbeddingError, match="cannot export"):
+    with pytest.raises(EmbeddingError, match="hidden_size must be a positive integer"):
         export_model(settings)
     assert [p.name for p in cache.iterdir()] == []
     assert cached_model(settings, model_fingerprint(settings.model)) is None

@@ -178,7 +178,7 @@ def export_in_subprocess(settings: EmbeddingSettings, *, timeout: float = 900.0)
     """``export_model`` in a child Python, so this process never imports torch or onnx.
 
     The daemon and ``codechunkd search`` use this on first use: a model that needs the
-    torch fallback keeps torch's ~9 s import and its hundreds of MB in a process that
+    torch fallback keeps torch's slow import and its hundreds of MB in a process that
     exits when the export is done, and the weights read for the graph go with it.
     """
     argv = [sys.executable, "-m", "codechunkd.embedding.onnx_export", "--model", settings.model]
@@ -252,10 +252,13 @@ def _export_fp32(layout: ModelLayout, target: Path) -> None:
     t0 = time.monotonic()
     try:
         write_bert_onnx(layout.transformer, target)
-    except EmbeddingError:
+    except EmbeddingError as first:
         if importlib.util.find_spec("torch") is None:
             raise
-        _export_torch(layout, target)
+        try:
+            _export_torch(layout, target)
+        except EmbeddingError as second:
+            raise EmbeddingError(f"{first}; the torch export failed too: {second}") from second
         how = "torch"
     else:
         how = "onnx.helper"
