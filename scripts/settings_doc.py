@@ -25,7 +25,8 @@ from codechunkd.config.loader import _type_name, fields_of, sections  # noqa: E4
 from codechunkd.config.settings import BUNDLED_MODEL  # noqa: E402
 
 DEFAULT_TEXT = {
-    "index.dir": "`$XDG_DATA_HOME/codechunkd/index`",
+    "index.dir": "`$XDG_DATA_HOME/codechunkd/index` (macOS without XDG: "
+    "`~/Library/Application Support/codechunkd/index`)",
     "embedding.model": f"`{BUNDLED_MODEL}`",
 }
 

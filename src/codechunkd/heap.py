@@ -4,8 +4,7 @@ A cold index allocates and frees batch after batch from many threads: the reader
 embedder, and LanceDB's and Lance's runtimes (dozens of threads). glibc gives each
 contending thread an arena, up to 8 per core, and keeps what was freed in each of them,
 so the resident size of a long index ratchets up although its live data does not grow.
-Measured on the same 5,000-file cold index (bench/cold.py's repository, stand-in
-embeddings): peak RSS 1,107 MiB with glibc's defaults, 878 MiB with 2 arenas.
+Two arenas cut a cold index's peak RSS by a fifth (bench/cold.py; docs/operations.md, Measured).
 """
 
 from __future__ import annotations
@@ -15,12 +14,17 @@ import functools
 import os
 from typing import Any
 
+from codechunkd import platform
+
 ARENAS = 2
 _M_ARENA_MAX = -8  # mallopt's parameter number, from malloc.h
 
 
 @functools.cache
 def _libc() -> Any | None:
+    """glibc's handle, or None where the C library is another (musl, macOS, Windows)."""
+    if not platform.glibc():
+        return None
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc has both

@@ -25,6 +25,7 @@ callback (measured with ``bench/chunking.py``: no measurable change).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import re
 import select
 import subprocess
@@ -213,7 +214,9 @@ def _child() -> int:
     """The trial parses: requests on stdin (see :class:`_Prober`), under a memory limit."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (_PROBE_MEMORY, _PROBE_MEMORY))
+    # macOS refuses an RLIMIT_AS it cannot enforce: the deadline still bounds the parse there
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (_PROBE_MEMORY, _PROBE_MEMORY))
     from codechunkd.chunking.languages import get_parser
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

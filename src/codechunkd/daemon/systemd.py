@@ -26,19 +26,25 @@ from pathlib import Path
 
 import structlog
 
+from codechunkd import atomicfile
+from codechunkd.platform import is_linux
+
 log = structlog.get_logger("codechunkd.systemd")
 
 
 class Notifier:
-    """``sd_notify`` to ``$NOTIFY_SOCKET``; a no-op when it is unset."""
+    """``sd_notify`` to ``$NOTIFY_SOCKET``; a no-op when it is unset or the OS is not Linux
+    (systemd exists only there; a stray variable elsewhere is not its socket)."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str] | None = None, *, platform: str = sys.platform
+    ) -> None:
         env = os.environ if env is None else env
-        addr = env.get("NOTIFY_SOCKET", "")
+        addr = env.get("NOTIFY_SOCKET", "") if is_linux(platform) else ""
         self.address = "\0" + addr[1:] if addr.startswith("@") else addr
         usec = env.get("WATCHDOG_USEC", "")
         pid = env.get("WATCHDOG_PID", "")
-        mine = not pid or pid == str(os.getpid())
+        mine = (not pid or pid == str(os.getpid())) and is_linux(platform)
         self.watchdog_interval: float | None = (
             int(usec) / 2e6 if usec.isdigit() and int(usec) > 0 and mine else None
         )
@@ -52,7 +58,7 @@ class Notifier:
         if not self.address:
             return False
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:  # not inherited (PEP 446)
                 s.connect(self.address)
                 s.sendall(message.encode())
         except OSError as exc:
@@ -222,9 +228,7 @@ def plan(kind: str, exe: str | None = None) -> UnitPlan:
 def install(p: UnitPlan, *, enable: bool) -> list[str]:
     """Write the unit atomically; run the enable commands.  Returns the commands not run."""
     p.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.path.with_name(f".{p.path.name}.tmp")
-    tmp.write_text(p.text)
-    tmp.replace(p.path)
+    atomicfile.write_text(p.path, p.text)
     left: list[str] = []
     for cmd in p.commands:
         line = " ".join(cmd)
