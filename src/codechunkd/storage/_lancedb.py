@@ -2,10 +2,10 @@
 
 ``import lancedb`` imports ``lance_namespace``, whose package ``__init__``
 imports ``lance_namespace_urllib3_client``: an OpenAPI-generated REST client
-whose own ``__init__`` builds ~150 pydantic models and every API class.  That
-alone was ~1 s of CPU of a ~2 s import, paid by every command that opens an
-index, although codechunkd never talks to a REST namespace (local directories
-and object stores go through LanceDB's Rust core).
+whose own ``__init__`` builds every pydantic model and API class.  That alone
+was half of LanceDB's import (docs/operations.md, Measured), paid by every
+command that opens an index, although codechunkd never talks to a REST
+namespace (local directories and object stores go through LanceDB's Rust core).
 
 ``import_lancedb`` registers that package as a lazy package first: its
 submodules (the models ``lance_namespace`` needs) import normally from disk,

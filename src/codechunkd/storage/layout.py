@@ -3,7 +3,7 @@
 A local index directory holds the LanceDB tables and, in ``_codechunkd/``, the
 writer's private files: the embedding cache, the writer lock and ``state.json``
 (a copy of the ``repos`` table that ``codechunkd status`` reads without
-importing LanceDB, whose import alone costs ~2 s).  For an object-store URI
+importing LanceDB, whose import alone takes seconds).  For an object-store URI
 those private files live under ``$XDG_STATE_HOME/codechunkd/<hash of the URI>``.
 
 Everything here is private to the user: the index holds source code.
@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from codechunkd import platform
 from codechunkd.config.settings import Settings, default_runtime_dir
+from codechunkd.storage.objectstore import ObjectStore, is_local
 
 
 def private_umask() -> int:
@@ -67,10 +69,6 @@ def private_dir(path: Path) -> str | None:
     return None
 
 
-def _is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IndexPaths:
     uri: str
@@ -79,6 +77,15 @@ class IndexPaths:
     """Private files of the writer."""
     runtime: Path
     """Runtime files of a daemon (its control socket)."""
+    store: ObjectStore | None = field(default=None, compare=False)
+    """How to reach an object-store index (None: a local directory)."""
+    lease_s: float = 60.0
+    """How long the writer's lease on an object-store index lasts unless renewed."""
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB's ``storage_options`` for the index (secrets included: never log them)."""
+        return self.store.storage_options() if self.store else {}
 
     @property
     def cache(self) -> Path:
@@ -105,7 +112,7 @@ class IndexPaths:
 
         An object-store URI is not checked here (that would cost a round trip).
         """
-        if not _is_local(self.uri):
+        if not is_local(self.uri):
             return None
         root = Path(self.uri)
         if not root.exists():
@@ -119,10 +126,15 @@ class IndexPaths:
     @classmethod
     def of(cls, settings: Settings) -> IndexPaths:
         uri = settings.index.dir
-        if _is_local(uri):
+        if is_local(uri):
             uri = str(Path(uri.removeprefix("file://")).expanduser().resolve())
-            meta = Path(uri) / "_codechunkd"
-        else:
-            state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
-            meta = Path(state) / "codechunkd" / hashlib.sha256(uri.encode()).hexdigest()[:12]
-        return cls(uri=uri, meta=meta, runtime=Path(default_runtime_dir()))
+            return cls(uri=uri, meta=Path(uri) / "_codechunkd", runtime=Path(default_runtime_dir()))
+        uri = uri.rstrip("/")
+        state = str(platform.user_dir("state"))  # XDG, or ~/Library/Application Support
+        return cls(
+            uri=uri,
+            meta=Path(state) / "codechunkd" / hashlib.sha256(uri.encode()).hexdigest()[:12],
+            runtime=Path(default_runtime_dir()),
+            store=ObjectStore.from_settings(settings.object_store),
+            lease_s=settings.object_store.lease_s,
+        )

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.objectstore import is_local
 from codechunkd.storage.statefile import state_file_damage
 
 if TYPE_CHECKING:
@@ -60,9 +61,7 @@ class Damage:
 
 
 def _local_root(uri: str) -> Path | None:
-    return (
-        Path(uri.removeprefix("file://")) if "://" not in uri or uri.startswith("file://") else None
-    )
+    return Path(uri.removeprefix("file://")) if is_local(uri) else None
 
 
 # -- the cheap look (no LanceDB) ---------------------------------------------------
@@ -284,7 +283,7 @@ def repair(paths: IndexPaths) -> list[str]:
             with contextlib.suppress(FileNotFoundError):
                 _aside(side, stamp)
         done.append(f"moved cache.sqlite aside to {moved.name} ({why}); vectors are computed again")
-    store = IndexStore(paths.uri)
+    store = IndexStore(paths.uri, storage_options=paths.storage_options)
     damage = table_damage(store)
     broken_tables = [d for d in damage if d.index is None]
     for d in damage:
