@@ -96,29 +96,15 @@ class Backend:
             return answer["hits"], "daemon"
         if isinstance(answer, dict) and answer.get("error"):
             raise ToolError(f"the daemon could not search: {answer['error']}")
-        index = self.index()
-        hits = index.search(
-            req.query,
-            k=req.k,
-            mode=req.mode,
-            repo=req.repo,
-            branch=req.branch,
-            commit=req.commit,
-            path=req.path,
-            language=req.language,
-            kind=req.kind,
-            context=req.context,
-            stale=req.stale,
-        )
+        hits = self.index().run(req)
         return [h.as_dict() for h in hits], "index"
 
     def check_repo(self, repo: str) -> None:
         """A repo filter names an indexed repository (state.json: no LanceDB import)."""
-        import json
+        from codechunkd.storage.statefile import read_state_file
 
-        try:
-            doc = json.loads(self.paths.state_file.read_text())
-        except (OSError, ValueError):
+        doc = read_state_file(self.paths.state_file)
+        if doc is None:
             return  # nothing to check against: the search says what it finds
         roots = sorted({s["repo"] for s in doc.get("sources", []) if "repo" in s})
         if roots and repo not in roots:
@@ -188,29 +174,9 @@ class Backend:
         doc = self.daemon({"cmd": "status"}, timeout=2.0)
         if isinstance(doc, dict) and "sources" in doc:
             return doc
-        import json
+        from codechunkd.daemon.offline import stopped_status
 
-        try:
-            state = json.loads(self.paths.state_file.read_text())
-        except (OSError, ValueError):
-            state = {"sources": []}
-        sources = []
-        for s in state.get("sources", []):
-            head, branch = _head_of(s["repo"], s["git_dir"], s.get("ref"))
-            fresh = head == s.get("commit") and not s.get("pending")
-            sources.append(dict(s, head=head, head_branch=branch, fresh=fresh))
-        return {"daemon": {"state": "stopped"}, "index": self.paths.uri, "sources": sources}
-
-
-def _head_of(repo: str, git_dir: str, ref: str | None) -> tuple[str | None, str]:
-    """Live (commit, branch) of a source, from its git dir."""
-    try:
-        from codechunkd.git.changes import GitSource
-
-        head = GitSource(git_dir if ref else repo, ref=ref).head()
-    except CodechunkdError:
-        return None, "?"
-    return head.commit, head.branch
+        return stopped_status(self.paths)
 
 
 # -- rendering (what the model reads) ---------------------------------------------

@@ -1,7 +1,7 @@
 """Token counts with the embedding model's own tokenizer, without importing torch.
 
 ``tokenizers`` (Rust) reads the model's ``tokenizer.json``: loading it takes
-milliseconds, where ``import sentence_transformers`` takes ~9 s.
+milliseconds, where ``import sentence_transformers`` takes seconds.
 
 Only the number of tokens is needed.  For a BERT uncased tokenizer
 (BertNormalizer, BertPreTokenizer, WordPiece) and a pure-ASCII text it is:

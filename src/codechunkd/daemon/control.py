@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codechunkd import atomicfile
 from codechunkd.errors import ConfigError
 from codechunkd.storage.layout import private_dir, trust_problem
 
@@ -83,9 +84,7 @@ def read_sources(path: Path) -> list[SourceSpec]:
 def write_sources(path: Path, specs: Iterable[SourceSpec]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"sources": [{"path": s.path, "ref": s.ref} for s in specs]}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    atomicfile.write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def merge_sources(*lists: Iterable[SourceSpec]) -> list[SourceSpec]:

@@ -11,7 +11,7 @@ The fp32 graph gives the same vectors as the torch backend (mean cosine ≥ 0.99
 enforced by a test), so it has the same ``model_id`` and shares the embedding
 cache.  The optional int8 copy (``embedding.quantized``) does not, and has its own.
 
-Loading imports onnxruntime and tokenizers only (~0.3 s with the session); when
+Loading imports onnxruntime and tokenizers only (well under a second); when
 the model is not exported yet, the export runs once in a child process
 (``onnx_export.export_in_subprocess``), so this process never imports torch.
 """
@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from codechunkd import atomicfile
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors
 from codechunkd.embedding.models import model_dimension, model_fingerprint
@@ -272,8 +273,6 @@ def calibrated_threads(
         texts_per_s={str(k): round(v, 1) for k, v in speeds.items()},
         threads=choice,
     )
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps({"threads": choice, "texts_per_s": speeds}))
-        tmp.replace(cache)
+        atomicfile.write_text(cache, json.dumps({"threads": choice, "texts_per_s": speeds}))
     return choice

@@ -1,6 +1,6 @@
 """The torch backend: sentence-transformers, loaded lazily and unloadable when idle.
 
-It imports sentence-transformers (~9 s) only when the first text is embedded, so
+It imports sentence-transformers (slow) only when the first text is embedded, so
 commands that never embed stay fast.  It needs the ``torch`` extra
 (``pip install 'codechunkd[torch]'``).
 """

@@ -39,6 +39,7 @@ from typing import Any
 
 import structlog
 
+from codechunkd import platform
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.models import model_fingerprint, model_path
 from codechunkd.errors import EmbeddingError
@@ -111,9 +112,8 @@ def model_layout(model: str) -> ModelLayout:
 
 
 def default_onnx_dir() -> Path:
-    value = os.environ.get("XDG_CACHE_HOME")
-    base = Path(value) if value else Path.home() / ".cache"
-    return base / "codechunkd" / "onnx"
+    """``$XDG_CACHE_HOME/codechunkd/onnx``, else in ``~/.cache`` (macOS: ``~/Library/Caches``)."""
+    return platform.user_dir("cache") / "codechunkd" / "onnx"
 
 
 def onnx_dir(settings: EmbeddingSettings) -> Path:

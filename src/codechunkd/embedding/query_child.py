@@ -1,7 +1,7 @@
 """One query vector from a child process, so that loading the model overlaps opening the index.
 
 ``codechunkd search`` without a daemon needs a model (onnxruntime session and
-tokenizer: ~0.5 s) and LanceDB (its import: ~1.2 s on a 2-vCPU VM).  Both are
+tokenizer) and LanceDB (its import), each a good part of a second or more.  Both are
 mostly work that holds the GIL, so a thread does not overlap them; a child
 process does, on the other core.  The child reads one JSON line (embedding
 settings and the text) and writes the vector as float32 bytes; it never exports

@@ -27,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import DiffFind, FileMode, FileStatus, ObjectType
+from pygit2.enums import FileMode, FileStatus, ObjectType
 
 from codechunkd.errors import NotAGitRepo, RefNotFound, RepoError
 from codechunkd.git import worktree
@@ -91,10 +91,6 @@ class FileVersion:
     dirty: bool = False
     """True when this version is working-tree content that differs from HEAD."""
 
-    @property
-    def is_delete(self) -> bool:
-        return self.blob is None
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChangeSet:
@@ -106,8 +102,6 @@ class ChangeSet:
     versions: tuple[FileVersion, ...]
     dirty: Mapping[str, BlobId | None] = field(default_factory=dict)
     """Every working-tree difference from HEAD after this change set (None: deleted)."""
-    renames: tuple[tuple[str, str], ...] = ()
-    """(old, new) pairs git's rename detection found between the two commits."""
 
 
 def _source_id(common_dir: str, what: str) -> SourceId:
@@ -357,7 +351,6 @@ class GitSource:
         status = self._status() if self.is_worktree else {}
 
         versions: dict[str, FileVersion] = {}
-        renames: list[tuple[str, str]] = []
         if full:
             if tree is not None:
                 for path, blob, mode in self._walk(tree):
@@ -367,13 +360,10 @@ class GitSource:
             if since != head.commit:
                 assert old_tree is not None
                 diff = old_tree.diff_to_tree(tree) if tree is not None else None
-                if diff is not None:
-                    diff.find_similar(flags=DiffFind.FIND_RENAMES)
+                if diff is not None:  # a rename is its two paths (sync pairs equal blobs)
                     for delta in diff.deltas:
                         candidates.add(delta.old_file.path)
                         candidates.add(delta.new_file.path)
-                        if delta.status_char() == "R":
-                            renames.append((delta.old_file.path, delta.new_file.path))
                 else:  # HEAD became unborn (orphan branch): every old path goes
                     candidates.update(p for p, _, _ in self._walk(old_tree))
             for path in candidates:
@@ -391,7 +381,6 @@ class GitSource:
             full=full,
             versions=tuple(versions[p] for p in sorted(versions)),
             dirty=dirty,
-            renames=tuple(renames),
         )
 
     # -- content ----------------------------------------------------------

@@ -50,7 +50,16 @@ CREATE TABLE IF NOT EXISTS summaries (
     created REAL NOT NULL,
     PRIMARY KEY (content_hash, model, prompt_version)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS summary_usage (
+    day TEXT NOT NULL PRIMARY KEY,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    requests INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 """
+"""The whole of ``cache.sqlite``: both caches share the file, and whichever opens it first
+creates every table (``IF NOT EXISTS``), so there is one schema of it, here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,26 +173,6 @@ class EmbeddingCache:
         return CacheStats(hits=self.hits, misses=self.misses, entries=int(count))
 
 
-_SUMMARY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS summaries (
-    content_hash TEXT NOT NULL,
-    model TEXT NOT NULL,
-    prompt_version TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    tokens INTEGER NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (content_hash, model, prompt_version)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS summary_usage (
-    day TEXT NOT NULL PRIMARY KEY,
-    chunks INTEGER NOT NULL DEFAULT 0,
-    tokens INTEGER NOT NULL DEFAULT 0,
-    requests INTEGER NOT NULL DEFAULT 0,
-    failures INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-"""
-
-
 @dataclass(frozen=True, slots=True)
 class SummaryUsage:
     """What the LLM cost on one UTC day (all processes sharing the cache file)."""
@@ -211,7 +200,7 @@ class SummaryCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SUMMARY_SCHEMA)
+        self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
 
     def close(self) -> None:

@@ -152,8 +152,8 @@ class Index:
 def query_embedder(settings: Settings) -> Embedder:
     """The configured embedder; for ``torch``, its ONNX twin when already exported.
 
-    The twin has the same model id (same vectors, cosine 1.0000) and starts in
-    ~0.3 s instead of the ~9 s of importing torch: a query needs one vector.
+    The twin has the same model id (same vectors, cosine 1.0000) and starts without
+    importing torch, many times sooner: a query needs one vector.
     """
     if settings.embedding.backend == "torch":
         from codechunkd.embedding.embed_onnx import OnnxEmbedder
@@ -172,4 +172,5 @@ def open_index(
 ) -> Index:
     """Open an index for reading (default: the configured ``index.dir``)."""
     settings = settings or load_settings(overrides={"index.dir": path})
-    return Index(IndexStore(IndexPaths.of(settings).uri), settings, embedder)
+    paths = IndexPaths.of(settings)
+    return Index(IndexStore(paths.uri, storage_options=paths.storage_options), settings, embedder)
