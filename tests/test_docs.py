@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from codechunkd.cli import COMMANDS, build_parser, main
+from tests.conftest import Repo
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 
@@ -48,6 +50,32 @@ def test_help_does_not_import_torch_or_lancedb() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("[]")
+
+
+def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
+    repo: Repo, index_dir: Path, indexer: Any
+) -> None:
+    """``status`` with no daemon prints a real index's sources from ``state.json`` (through
+    ``storage.statefile``) without importing LanceDB, pyarrow or torch: it stays fast."""
+    import subprocess
+    import sys
+
+    repo.write("a.py", "def f():\n    return 1\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    code = (
+        "import sys\n"
+        "from codechunkd.cli import main\n"
+        f"try:\n    main(['status', '--index-dir', {str(index_dir)!r}])\n"
+        "except SystemExit as exc:\n    print('exit', exc.code)\n"
+        "heavy = ('torch', 'lancedb', 'pyarrow', 'sentence_transformers')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.strip().splitlines()
+    assert str(repo.path) in out.stdout
+    assert "1 files, 1 chunks" in out.stdout
+    assert lines[-2:] == ["exit 13", "[]"]
 
 
 def test_every_test_says_what_it_proves() -> None:

@@ -34,10 +34,7 @@ from typing import Any
 from codechunkd import __version__, heap
 from codechunkd.config import Settings, load_settings
 from codechunkd.errors import CodechunkdError
-
-EXIT_STALE = 10
-EXIT_EMPTY = 12
-MAX_K = 1000
+from codechunkd.storage.request import MAX_K, SearchRequest
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -130,13 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", help="index directory or URI")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug details")
 
-    p = sub.add_parser("service", help="systemd units")
+    p = sub.add_parser("service", help="systemd units (Linux) or a launchd agent (macOS)")
     ssub = p.add_subparsers(dest="service_command", required=True, metavar="ACTION")
     q = ssub.add_parser("install", help="write and enable the unit (or print what to do)")
     kind = q.add_mutually_exclusive_group()
     kind.add_argument("--user", dest="kind", action="store_const", const="user")
     kind.add_argument("--system", dest="kind", action="store_const", const="system")
     q.set_defaults(kind="user")
+    q.add_argument(
+        "--manager",
+        choices=("systemd", "launchd"),
+        help="systemd units or a launchd agent (default: what this OS has)",
+    )
     q.add_argument("--print", action="store_true", help="print the unit and commands only")
     q.add_argument("--no-enable", action="store_true", help="write the unit, do not enable it")
     _common(q)
@@ -267,7 +269,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.pipeline.sync import Syncer
     from codechunkd.storage.cache import EmbeddingCache
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.lock import WriterLock
+    from codechunkd.storage.lease import writer_lock
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
@@ -277,13 +279,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         _refuse_damaged(paths)
     if not args.rebuild and _already_fresh(settings, paths, git, args):
         return 0
-    with WriterLock(paths.lock, what="codechunkd index"):
+    with writer_lock(paths, what="codechunkd index"):
         if args.rebuild:  # set aside whatever cannot be opened, and say so
             from codechunkd.storage.repair import repair
 
             for line in repair(paths):
                 sys.stderr.write(f"codechunkd: repaired: {line}\n")
-        store = IndexStore(paths.uri, state_file=paths.state_file)
+        store = IndexStore(
+            paths.uri, state_file=paths.state_file, storage_options=paths.storage_options
+        )
         embedder = make_embedder(settings.embedding)
         if args.rebuild:
             try:
@@ -356,7 +360,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     git = GitSource(args.path, ref=args.ref)
     paths = IndexPaths.of(settings)
     _refuse_damaged(paths)
-    store = IndexStore(paths.uri)
+    store = IndexStore(paths.uri, storage_options=paths.storage_options)
     damage = table_damage(store)  # opens every table and index: what a search would trip on
     if damage:
         raise IndexDamaged("; ".join(map(str, damage)))
@@ -387,7 +391,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from codechunkd.errors import ConfigError
     from codechunkd.pipeline.summarize import Budget, disabled_reason, open_summarizer
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.lock import WriterLock
+    from codechunkd.storage.lease import writer_lock
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
@@ -401,10 +405,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     lock = (
         contextlib.nullcontext()
         if args.dry_run
-        else WriterLock(paths.lock, what="codechunkd summarize")
+        else writer_lock(paths, what="codechunkd summarize")
     )
     with lock:
-        summarizer = open_summarizer(settings, IndexStore(paths.uri))
+        summarizer = open_summarizer(
+            settings, IndexStore(paths.uri, storage_options=paths.storage_options)
+        )
         try:
             run = summarizer.run_once(budget, dry_run=args.dry_run)
         finally:
@@ -435,22 +441,48 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 # -- search ---------------------------------------------------------------------
 
 
-def _search_via_daemon(args: argparse.Namespace) -> dict[str, Any] | None:
+def _search_request(args: argparse.Namespace) -> SearchRequest:
+    """The command line's search as the one request every door uses (``--lang`` is ``language``).
+
+    Built with ``from_json``, as the daemon parses it: an empty flag means "not given"
+    on either path.  A bad ``-k`` keeps the flag's name in its error.
+    """
+    from codechunkd.errors import ConfigError
+
+    try:
+        return SearchRequest.from_json(
+            {
+                "query": args.query,
+                "k": args.k,
+                "mode": args.mode,
+                "repo": str(Path(args.repo).resolve()) if args.repo else None,
+                "branch": args.branch,
+                "commit": args.commit,
+                "path": args.path,
+                "language": args.lang,
+                "kind": args.kind,
+                "context": args.context,
+                "stale": args.stale,
+            }
+        )
+    except ConfigError as exc:
+        if exc.key == "k":
+            raise ConfigError(f"-{exc}", key="k") from None
+        raise
+
+
+def _search_via_daemon(args: argparse.Namespace, req: SearchRequest) -> dict[str, Any] | None:
     """The answer of a running daemon (warm model): ``hits``, and ``partial`` while a first
-    index runs; None when no daemon answers."""
+    index runs; None when no daemon answers (or it answers an error: search here instead)."""
     from codechunkd.daemon.control import DaemonUnavailable, request
     from codechunkd.storage.layout import IndexPaths
 
-    req: dict[str, Any] = {
-        "cmd": "search",
-        "query": args.query,
-        "k": args.k,
-        "repo": str(Path(args.repo).resolve()) if args.repo else None,
-    }
-    for key in ("branch", "commit", "path", "lang", "kind", "mode", "context", "stale"):
-        req[key] = getattr(args, key, None)
     try:
-        answer = request(IndexPaths.of(_settings(args)).socket, req, timeout=60.0)
+        answer = request(
+            IndexPaths.of(_settings(args)).socket,
+            {"cmd": "search", **req.to_json()},
+            timeout=60.0,
+        )
     except DaemonUnavailable:
         return None
     if not isinstance(answer, dict) or "hits" not in answer:
@@ -466,11 +498,8 @@ def _partial_note(partial: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from codechunkd.errors import ConfigError
-
-    if not 1 <= args.k <= MAX_K:
-        raise ConfigError(f"-k must be between 1 and {MAX_K}, got {args.k}")
-    answer = _search_via_daemon(args)
+    req = _search_request(args)
+    answer = _search_via_daemon(args, req)
     hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
     partial = answer.get("partial") if answer else None
     if hits is None:  # no daemon: search here (loads the query model in this process)
@@ -481,9 +510,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         settings = _settings(args)
         proc = None
-        if args.mode != "text" and settings.embedding.backend in ("onnx", "torch"):
+        if req.mode != "text" and settings.embedding.backend in ("onnx", "torch"):
             # the query vector from another process while LanceDB is imported here
-            proc = query_child.start(replace(settings.embedding, backend="onnx"), args.query)
+            proc = query_child.start(replace(settings.embedding, backend="onnx"), req.query)
 
         from codechunkd.storage.reader import open_index, query_embedder
 
@@ -491,27 +520,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         child: query_child.ChildQueryEmbedder | None = None
         warm: threading.Thread | None = None
         if proc is not None:
-            embedder = child = query_child.ChildQueryEmbedder(embedder, proc, args.query)
-        elif args.mode != "text":  # load the model on a thread meanwhile
+            embedder = child = query_child.ChildQueryEmbedder(embedder, proc, req.query)
+        elif req.mode != "text":  # load the model on a thread meanwhile
             warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
             warm.start()
         index = open_index(settings=settings, embedder=embedder)
         if warm is not None:
             warm.join()
         try:
-            found = index.search(
-                args.query,
-                k=args.k,
-                mode=args.mode,
-                repo=str(Path(args.repo).resolve()) if args.repo else None,
-                branch=args.branch,
-                commit=args.commit,
-                path=args.path,
-                language=args.lang,
-                kind=args.kind,
-                context=args.context,
-                stale=args.stale,
-            )
+            found = index.run(req)
         finally:
             if child is not None:
                 child.close()
@@ -521,7 +538,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(hits)
         return 0
-    _print_hits(hits, args.query)
+    _print_hits(hits, req.query)
     return 0
 
 
@@ -553,26 +570,6 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
 # -- status ---------------------------------------------------------------------
 
 
-def _head_of(repo: str, git_dir: str, ref: str | None) -> tuple[str | None, str]:
-    """Live (commit, branch) of a source, straight from its git dir (no index access)."""
-    try:
-        from codechunkd.git.changes import GitSource
-
-        head = GitSource(git_dir if ref else repo, ref=ref).head()
-    except CodechunkdError:
-        return None, "?"
-    return head.commit, head.branch
-
-
-def _dir_size(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(root, f)).st_size
-    return total
-
-
 def _status_via_daemon(paths: Any) -> dict[str, Any]:
     """The running daemon's status document, or a ``stopped``/``stalled`` stub."""
     from codechunkd.daemon.control import DaemonUnavailable, request
@@ -586,34 +583,8 @@ def _status_via_daemon(paths: Any) -> dict[str, Any]:
     return doc
 
 
-def _stopped_snapshot(paths: Any, stub: dict[str, Any]) -> Any:
-    """No daemon answered: the indexed state from ``state.json``, as the daemon's snapshot."""
-    from codechunkd.daemon.status import SourceSnapshot, StatusSnapshot
-    from codechunkd.storage.statefile import state_file_damage
-
-    try:  # read here, not with storage.store: importing pyarrow costs ~0.4 s
-        doc = json.loads(paths.state_file.read_text())
-    except (OSError, ValueError):
-        doc = {"sources": []}
-    if state_file_damage(paths.state_file) is not None:  # cmd_status reports it as damage
-        doc = {"sources": []}
-    sources = []
-    for s in doc.get("sources", []):
-        head, branch = _head_of(s["repo"], s["git_dir"], s["ref"])
-        sources.append(SourceSnapshot(record=s, head=head, head_branch=branch))
-    local = Path(paths.uri).is_dir()
-    return StatusSnapshot(
-        daemon=None,
-        index=paths.uri,
-        index_bytes=_dir_size(Path(paths.uri)) if local else None,
-        sources=tuple(sources),
-        stopped_state=stub["daemon"]["state"],
-        stopped_reason=stub["daemon"].get("reason"),
-    )
-
-
 def cmd_status(args: argparse.Namespace) -> int:
-    from codechunkd.daemon.status import document, exit_code, render_text
+    from codechunkd.daemon.status import exit_code, render_text
     from codechunkd.errors import IndexDamaged
     from codechunkd.storage.layout import IndexPaths
 
@@ -622,7 +593,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     out = _status_via_daemon(paths)
     only = str(Path(args.path).resolve()) if args.path else None
     if "sources" not in out:  # no daemon answered: the same document, from state.json
-        out = document(_stopped_snapshot(paths, out))
+        from codechunkd.daemon.offline import stopped_status
+
+        out = stopped_status(
+            paths, state=out["daemon"]["state"], reason=out["daemon"].get("reason")
+        )
     if only:
         out["sources"] = [
             s for s in out["sources"] if only == s["repo"] or only.startswith(s["repo"] + os.sep)
@@ -653,9 +628,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("LANCEDB_LOG", "error")
     settings = _settings(args)
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.lock import WriterLock
+    from codechunkd.storage.lease import writer_lock
 
-    with WriterLock(IndexPaths.of(settings).lock, what="codechunkd run"):
+    with writer_lock(IndexPaths.of(settings), what="codechunkd run"):
         pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
     from codechunkd.daemon.service import Service
 
@@ -716,9 +691,20 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    from codechunkd.daemon import systemd
+    from codechunkd import platform
+    from codechunkd.daemon import launchd, systemd
 
-    plan = systemd.plan(args.kind)
+    manager = args.manager or platform.service_manager()
+    if manager is None:
+        sys.stderr.write(
+            "codechunkd: error: no service manager known on this OS; run `codechunkd run` "
+            "(or print one with --manager systemd|launchd --print)\n"
+        )
+        return 2
+    if manager == "launchd" and args.kind == "system":
+        sys.stderr.write("codechunkd: error: launchd: only a user agent (--user) is written\n")
+        return 2
+    plan = launchd.plan() if manager == "launchd" else systemd.plan(args.kind)
     if args.print:
         print(f"# {plan.path}\n{plan.text}")
         print("# then run:")
@@ -726,7 +712,8 @@ def cmd_service(args: argparse.Namespace) -> int:
             print(" ".join(cmd))
         return 0
     try:
-        left = systemd.install(plan, enable=not args.no_enable)
+        install = launchd.install if manager == "launchd" else systemd.install
+        left = install(plan, enable=not args.no_enable)
     except PermissionError:
         sys.stderr.write(
             f"codechunkd: error: cannot write {plan.path} (run as root, or use --print)\n"
@@ -798,7 +785,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = _unexpected(exc, verbose=args.verbose)
     if argv is None and args.command == "search":
         # a read-only command with nothing left to clean up: skip the interpreter's
-        # teardown (LanceDB's runtime, module cleanup), ~0.2 s of its wall time
+        # teardown (LanceDB's runtime, module cleanup), a visible part of its wall time
         try:
             sys.stdout.flush()
         except BrokenPipeError:

@@ -127,6 +127,50 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
 
 
 @pytest.mark.slow
+def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index_dir: Path) -> None:
+    """SIGHUP with a new ``files.exclude``: the excluded files leave the index without waiting
+    for the periodic reconcile (five minutes by default)."""
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.write("secret/keys.py", "def private_key_quokka():\n    return 'quokka'\n")
+    repo.commit("init")
+    env = {"CODECHUNKD_DAEMON_DEBOUNCE_MS": "50", "CODECHUNKD_DAEMON_NICE": "0"}
+    overrides = {"index.dir": str(index_dir)}
+    service = Service(
+        load_settings(env=env, overrides=overrides),
+        specs=[SourceSpec.parse(str(repo.path))],
+        load_settings=lambda: load_settings(env=env, overrides=overrides),
+    )
+    errors: list[BaseException] = []
+
+    def paths() -> set[str]:
+        hits = request(service.paths.socket, {"cmd": "search", "query": "quokka", "k": 20})
+        return {h["path"] for h in hits["hits"]}
+
+    def drive() -> None:
+        try:
+            wait_for(service.ready.is_set, "ready")
+            wait_for(lambda: "secret/keys.py" in paths(), "the file indexed")
+            env["CODECHUNKD_FILES_EXCLUDE"] = "secret/*"
+            os.kill(os.getpid(), signal.SIGHUP)
+            wait_for(lambda: "secret/keys.py" not in paths(), "the excluded file gone")
+            assert "app.py" in {
+                h["path"]
+                for h in request(service.paths.socket, {"cmd": "search", "query": "serve"})["hits"]
+            }
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    code = service.run()
+    driver.join(timeout=30)
+    assert not errors, errors
+    assert code == 0
+
+
+@pytest.mark.slow
 def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
     """With an endpoint configured, the scheduled job summarizes stale chunks (in the writer)."""
     from tests.chat_server import MODEL, ChatServer
@@ -219,3 +263,51 @@ def test_watch_limit_degrades_and_periodic_reconcile_keeps_it_fresh(
     driver.join(timeout=30)
     assert not errors, errors
     assert code == 0
+
+
+def test_socket_search_reads_the_one_search_request(
+    repo: Repo, settings: Settings, indexer: Any, embedder: Any
+) -> None:
+    """The control socket's ``search`` parses ``SearchRequest``'s JSON: ``lang`` is an alias of
+    ``language``, the client's ``to_json`` gets ``Index.run``'s hits, and a bad request (empty
+    query, k out of range, an unknown option, a relative repo) gets a JSON error answer."""
+    from codechunkd.daemon.control import ControlServer
+    from codechunkd.storage.reader import Index
+    from codechunkd.storage.request import SearchRequest
+    from codechunkd.storage.store import IndexStore
+
+    repo.write("geo.py", "def haversine(a, b):\n    return 'great circle distance'\n")
+    repo.write("lib.rs", "fn haversine_rs() -> u32 {\n    42\n}\n")
+    repo.commit("init")
+    indexer.sync(repo.path)
+    service = Service(settings)
+    service.reader = IndexStore(service.paths.uri)
+    service.embedder = LockedEmbedder(embedder)
+    service.ready.set()
+    server = ControlServer(service.paths.socket, {"search": service.search})
+    server.start()
+    try:
+        sock = service.paths.socket
+
+        def paths(doc: dict[str, Any]) -> list[str]:
+            return [h["path"] for h in request(sock, {"cmd": "search", **doc}, timeout=30)["hits"]]
+
+        both = paths({"query": "haversine", "k": 10})
+        assert set(both) == {"geo.py", "lib.rs"}
+        assert paths({"query": "haversine", "lang": "python"}) == ["geo.py"]
+        assert paths({"query": "haversine", "language": "python"}) == ["geo.py"]
+        req = SearchRequest(query="great circle distance", k=3, repo=str(repo.path))
+        answer = request(sock, {"cmd": "search", **req.to_json()}, timeout=30)
+        direct = Index(service.reader, settings, embedder=embedder).run(req)
+        assert [h["id"] for h in answer["hits"]] == [h.id for h in direct]
+        assert answer["mode"] == "hybrid"
+        for doc, says in [
+            ({"query": "  "}, "the search query is empty"),
+            ({"query": "x", "k": 0}, "k must be between 1 and 1000, got 0"),
+            ({"query": "x", "colour": "red"}, "unknown search option 'colour'"),
+            ({"query": "x", "repo": "rel/path"}, "repo must be an absolute path"),
+            ({"query": "x", "lang": "python", "language": "rust"}, "conflicting values"),
+        ]:
+            assert says in request(sock, {"cmd": "search", **doc}, timeout=30)["error"]
+    finally:
+        server.stop()

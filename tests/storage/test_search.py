@@ -141,3 +141,39 @@ def test_reader_api_rows_get_children_file(index: Index) -> None:
     assert index.get("nope") is None
     assert {r.path for r in index.rows(path="*.md")} == {"docs/guide.md"}
     assert len(index.sources()) == 1
+
+
+def test_a_code_question_ranks_the_code_above_the_docs_that_describe_it(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A question asking for code ranks the function above a docs section that paraphrases
+    it; a question about installing, or a search limited to sections, still finds the docs."""
+    from codechunkd.config import load_settings
+
+    repo = Repo(tmp_path / "repo")
+    repo.write(
+        "shellquote.py",
+        "import re\n\n_find_unsafe = re.compile(r'[^\\w@%+=:,./-]').search\n\n\n"
+        "def quote(s):\n    # safe for a shell\n    if not s:\n        return \"''\"\n"
+        "    if _find_unsafe(s) is None:\n"
+        '        return s\n    return "\'" + s.replace("\'", "\'\\"\'\\"\'") + "\'"\n',
+    )
+    repo.write(
+        "docs/usage.md",
+        "# Usage\n\n## Quoting\n\nCall quote(s) to make a string safe for a shell: it returns "
+        "the string in single quotes.\n\n"
+        "## Installing\n\nInstall the package with pip install shellquote.\n",
+    )
+    repo.commit("init")
+    settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "index")})
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    index = Index(ix.store, settings, embedder)
+    hits = index.search("escape a string so it is safe to use in a shell command line", k=3)
+    assert hits[0].symbol == "quote", [(h.path, h.symbol) for h in hits]
+    hits = index.search("how do I install it with pip", k=3)
+    assert hits[0].path == "docs/usage.md", [(h.path, h.symbol) for h in hits]
+    hits = index.search("escape a string for a shell", k=3, kind="section")
+    assert hits and hits[0].path == "docs/usage.md"

@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from codechunkd.config.settings import BUNDLED_MODEL, Settings, default_config_path
+from codechunkd.config.settings import (
+    BUNDLED_MODEL,
+    WATCHERS,
+    Settings,
+    default_config_path,
+)
 from codechunkd.errors import ConfigError
 
 ENV_PREFIX = "CODECHUNKD_"
@@ -203,6 +208,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "index.fold_rows": (1, 100_000_000),
     "index.batch_files": (1, 1_000_000),
     "index.vector_index_rows": (1, 1_000_000_000),
+    "object_store.lease_s": (5, 86_400),
+    "object_store.retries": (0, 100),
+    "object_store.retry_timeout_s": (1, 86_400),
     "embedding.batch_size": (1, 4096),
     "embedding.max_seq_length": (8, 8192),
     "embedding.threads": (0, 256),
@@ -295,6 +303,12 @@ def validate(s: Settings) -> None:
         )
     if not s.index.dir:
         raise ConfigError("setting 'index.dir' must not be empty", key="index.dir")
+    if s.daemon.watcher not in WATCHERS:
+        raise ConfigError(
+            f"setting 'daemon.watcher' must be one of {', '.join(WATCHERS)}, "
+            f"got {s.daemon.watcher!r}",
+            key="daemon.watcher",
+        )
     if s.daemon.max_delay_ms < s.daemon.debounce_ms:
         raise ConfigError(
             "setting 'daemon.max_delay_ms' must be at least 'daemon.debounce_ms'",

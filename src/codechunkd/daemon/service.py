@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import os
 import signal
 import sys
@@ -44,6 +45,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from codechunkd import heap
 from codechunkd.config.settings import Settings
 from codechunkd.daemon.control import (
     ControlServer,
@@ -62,6 +64,7 @@ from codechunkd.daemon.status import (
 )
 from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import SourceWatch, Watcher
+from codechunkd.daemon.watchers import make_watcher
 from codechunkd.embedding.embedder import Embedder, Vectors, make_embedder
 from codechunkd.errors import CodechunkdError, ConfigError
 from codechunkd.git.changes import GitSource
@@ -69,7 +72,7 @@ from codechunkd.pipeline.summarize import Summarizer, SummaryRun, open_summarize
 from codechunkd.pipeline.sync import Syncer, SyncProgress
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.lock import WriterLock
+from codechunkd.storage.lease import writer_lock
 from codechunkd.storage.store import IndexStore, read_state_file
 
 log = structlog.get_logger("codechunkd.daemon")
@@ -134,19 +137,10 @@ class LockedEmbedder:
             if unload is None or not self.loaded or self.clock() - self.last_used < idle:
                 return False
             unload()
-        _release_memory()
+        gc.collect()  # the model's objects may sit in reference cycles: free them now
+        heap.release_freed_memory()
         log.info("model_unloaded", idle_s=idle)
         return True
-
-
-def _release_memory() -> None:
-    """Collect the model's garbage and hand freed heap pages back to the OS (glibc)."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @dataclasses.dataclass(slots=True)
@@ -181,8 +175,12 @@ class SourceRuntime:
 
 @contextlib.contextmanager
 def capture_signals(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
-    """Install ``handler`` for SIGTERM, SIGINT and SIGHUP; restore the old ones after."""
-    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    """Install ``handler`` for SIGTERM, SIGINT and SIGHUP; restore the old ones after.
+
+    SIGHUP (reload) is POSIX only: where the platform has none, only the stops are caught.
+    """
+    hup = getattr(signal, "SIGHUP", None)
+    sigs = (signal.SIGTERM, signal.SIGINT, *([hup] if hup is not None else []))
     old = {s: signal.signal(s, handler) for s in sigs}
     try:
         yield
@@ -209,7 +207,7 @@ class Service:
         self.notifier = notifier or Notifier()
         self.clock = clock
         self.paths = IndexPaths.of(settings)
-        self.lock = WriterLock(self.paths.lock, what="codechunkd run")
+        self.lock = writer_lock(self.paths, what="codechunkd run")
         self.sources: dict[str, SourceRuntime] = {}
         self.should_exit = False
         self.force_exit = False
@@ -281,17 +279,20 @@ class Service:
         """Open the stages, watch every source, serve the socket, start writer and jobs."""
         d = self.settings.daemon
         if d.nice:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, AttributeError):  # no os.nice on Windows
                 os.nice(d.nice)
-        self.store = IndexStore(self.paths.uri, state_file=self.paths.state_file)
-        self.reader = IndexStore(self.paths.uri)
+        options = self.paths.storage_options
+        self.store = IndexStore(
+            self.paths.uri, state_file=self.paths.state_file, storage_options=options
+        )
+        self.reader = IndexStore(self.paths.uri, storage_options=options)
         self.embedder = LockedEmbedder(make_embedder(self.settings.embedding), clock=self.clock)
         self.cache = EmbeddingCache(
             self.paths.cache, max_entries=self.settings.embedding.cache_size
         )
         self.syncer = Syncer(self.settings, self.store, self.embedder, self.cache)
         self.summarizer = self._open_summarizer()
-        self.watcher = Watcher(self.queue.put, max_watches=d.max_watches)
+        self.watcher = make_watcher(self.queue.put, backend=d.watcher, max_watches=d.max_watches)
         for spec in self.specs():
             self.add_source(spec, strict=spec in self.cli_specs)
         self.watcher.start()
@@ -329,6 +330,10 @@ class Service:
 
     def tick(self) -> None:
         """One turn of the main loop: reloads, readiness, retries, systemd."""
+        if getattr(self.lock, "lost", False):  # an s3:// lease another writer took over
+            log.error("writer_lease_lost", index=self.paths.uri)
+            self.should_exit = True
+            return
         if self.reload_requested:
             self.reload_requested = False
             self.reload()
@@ -622,7 +627,12 @@ class Service:
         self._next_settings = None
         assert self.store is not None and self.embedder is not None and self.cache is not None
         self.settings = new
+        before = self.syncer.fingerprint if self.syncer is not None else None
         self.syncer = Syncer(new, self.store, self.embedder, self.cache)
+        if before is not None and self.syncer.fingerprint != before:
+            # what is indexed changed (files.exclude, the size limit, chunking): apply it now,
+            # not at the next periodic reconcile (newly excluded files must not stay searchable)
+            self._reconcile_all()
         d = new.daemon
         self.queue.configure(
             quiet=d.debounce_ms / 1000, max_delay=d.max_delay_ms / 1000, max_paths=d.max_paths
@@ -690,7 +700,7 @@ class Service:
         )
         summaries: dict[str, Any] = {"enabled": False, "backlog": None}
         if self.summarizer is not None and read_git:
-            # counted now (one filtered count_rows, 0.03-0.1 s at 100k rows): an edit shows
+            # counted now (one filtered count_rows: cheap, see operations.md): an edit shows
             summaries = self.summarizer.status(refresh=True)
         elif self.summarizer is None:
             summaries["reason"] = self.summaries_error or "not started"
@@ -809,33 +819,22 @@ class Service:
             "sources": [rt.git.source.repo for rt in running],
         }
 
-    def search(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        """``Index.search`` with the warm model; the request carries the CLI's options."""
+    def search(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer a control-socket search (``SearchRequest``'s JSON) with the warm model."""
         from codechunkd.storage.reader import Index
+        from codechunkd.storage.request import SearchRequest
 
         assert self.embedder is not None and self.reader is not None
-        query = str(req.get("query") or "")
-        if not query:
-            return {"error": "empty query"}
-        index = Index(self.reader, self.settings, embedder=self.embedder)
-        mode = str(req.get("mode") or "hybrid")
+        try:
+            req = SearchRequest.from_json(doc)
+        except ConfigError as exc:  # the client's mistake: an error answer, not a failure here
+            return {"error": str(exc)}
         if self.embedder.loading or (not self.embedder.loaded and not self.ready.is_set()):
-            mode = "text"  # a first run's export and calibration take a minute: answer now
-        hits = index.search(
-            query,
-            k=int(req.get("k") or 10),
-            mode=mode,
-            repo=req.get("repo") or None,
-            branch=req.get("branch") or None,
-            commit=req.get("commit") or None,
-            path=req.get("path") or None,
-            language=req.get("language") or req.get("lang") or None,
-            kind=req.get("kind") or None,
-            context=bool(req.get("context")),
-            stale=bool(req.get("stale")),
-        )
+            # a first run's export and calibration take a minute: answer now
+            req = dataclasses.replace(req, mode="text")
+        hits = Index(self.reader, self.settings, embedder=self.embedder).run(req)
         return {
             "hits": [h.as_dict() for h in hits],
-            "mode": mode,
-            "partial": self.partial(str(req["repo"]) if req.get("repo") else None),
+            "mode": req.mode,
+            "partial": self.partial(req.repo),
         }

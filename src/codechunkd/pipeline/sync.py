@@ -294,15 +294,21 @@ class Syncer:
         in (``IndexStore.fold``) once ``index.fold_rows`` rows or ``index.compact_fragments``
         fragments are new, so no step ever works on the whole table and a cold index of a
         large repository stays within the memory of a small one. ``force`` (the daemon's
-        scheduled upkeep) folds whatever is new. Returns whether it folded.
+        scheduled upkeep) folds whatever is new. Between folds the full-text index takes
+        the new rows at once (``IndexStore.index_text``, costing about what was written):
+        rows it does not cover are scanned by every text query, which then runs several
+        times slower (docs/operations.md). Returns whether it folded.
         """
         self.store.ensure_fts()
         self.build_vector_index_if_due()
-        rows, fragments = self.store.unindexed()
         idx = self.settings.index
+        rows, fragments = self.store.unfolded(idx.fold_rows)
         if not (
             fragments and (force or fragments >= idx.compact_fragments or rows >= idx.fold_rows)
         ):
+            t0 = time.monotonic()
+            if added := self.store.index_text():
+                log.debug("text_indexed", rows=added, ms=round((time.monotonic() - t0) * 1000))
             return False
         t0 = time.monotonic()
         self.store.fold(

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from codechunkd.storage.store import IndexStore, quote
+from codechunkd.storage.store import IndexStore, code_words, quote
 
 RRF_K = 60
 SYMBOL_EXACT_BOOST = 1.0
@@ -39,9 +39,36 @@ GLUE_WEIGHT = 0.8
 codechunkd's dense, BM25 and hybrid Recall@5 and MRR on all three."""
 
 
+PROSE_LANGUAGES = frozenset({"markdown", "rst", "text"})
+"""Languages of documentation rather than code."""
+PROSE_WEIGHT = 1.0
+"""Scale of a prose chunk's fused score for a query that does not ask for docs. Not tuned
+yet: 0.7 put code first for code questions but cost doc-seeking questions phrased as prose
+(no doc words) a third of their Recall@5 (bench/search_quality.py, docs/operations.md)."""
+_DOC_INTENT = re.compile(
+    r"\b(install\w*|configur\w*|set ?up|settings?|getting started|quick ?start|tutorials?|guides?"
+    r"|docs?|documentation|readme|faq|changelog|release notes|migrat\w*|upgrad\w*|overview"
+    r"|introduction|licen[cs]e|contribut\w*|how (do|can|should|to) )",
+    re.IGNORECASE,
+)
+
+
 def kind_weight(kind: str) -> float:
     """The factor applied to the fused score of a chunk of ``kind``."""
     return GLUE_WEIGHT if kind in GLUE_KINDS else 1.0
+
+
+def wants_prose(text: str, filters: Filters) -> bool:
+    """Whether a query asks for documentation: it filters on docs (``--kind section``, a
+    prose language) or speaks of installing, configuring, guides, "how do I…"."""
+    if filters.kind == "section" or filters.language in PROSE_LANGUAGES:
+        return True
+    return bool(_DOC_INTENT.search(text))
+
+
+def hit_weight(row: dict[str, Any], prose_weight: float) -> float:
+    """The factor on a chunk's fused score: glue code below definitions, prose by the query."""
+    return prose_weight if row["language"] in PROSE_LANGUAGES else kind_weight(row["kind"])
 
 
 class Mode(StrEnum):
@@ -202,7 +229,8 @@ class Searcher:
     def _text(self, text: str, n: int, where: str | None) -> list[dict[str, Any]]:
         if not self.store.has_fts() or not text.strip():
             return []
-        return self.store.text_search(text, n, where, RESULT_COLUMNS)
+        query = f"{text} {code_words(text)}"  # the words the index holds for identifiers
+        return self.store.text_search(query, n, where, RESULT_COLUMNS)
 
     def search(
         self,
@@ -251,8 +279,9 @@ class Searcher:
             for rank, row in enumerate(ranking):
                 scores[row["id"]] = scores.get(row["id"], 0.0) + 1.0 / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
+        prose = 1.0 if wants_prose(text, filters or Filters()) else PROSE_WEIGHT
         for rid, row in rows.items():
-            scores[rid] *= kind_weight(row["kind"])
+            scores[rid] *= hit_weight(row, prose)
         for rid, boost in self._symbol_boosts(text, named).items():  # a named class: its header
             if rid in rows or boost >= SYMBOL_EXACT_BOOST:
                 scores[rid] = scores.get(rid, 0.0) + boost

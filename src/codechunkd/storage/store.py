@@ -24,7 +24,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,11 +33,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from codechunkd.errors import ModelMismatch, SchemaMismatch
+from codechunkd.errors import ModelMismatch, SchemaMismatch, StoreError
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.crashpoints import crashpoint
-from codechunkd.storage.statefile import state_file_damage
+from codechunkd.storage.objectstore import failure_reason, is_local
+from codechunkd.storage.statefile import SourceState as SourceState  # re-exported
+from codechunkd.storage.statefile import read_state_file as read_state_file  # re-exported
+from codechunkd.storage.statefile import write_state_file
 from codechunkd.types import BlobId, SourceId
 
 if TYPE_CHECKING:  # at run time only the writer needs them: readers skip pygit2 and tree-sitter
@@ -60,6 +63,12 @@ def row_id(source: SourceId, chunk_id: str) -> str:
     return hashlib.sha256(f"{source}\0{chunk_id}".encode()).hexdigest()[:32]
 
 
+FTS_MERGE_FACTOR = 4
+"""A full-text delta is merged into an update at most this many times the update's size."""
+FTS_MERGE_FLOOR = 4096
+"""A full-text delta under this many rows is always merged into an update (a cheap rewrite
+that keeps small saves from piling up one-row deltas)."""
+
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -68,22 +77,48 @@ def identifier_words(name: str) -> str:
     return " ".join(w.lower() for w in _WORD.findall(name))
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+"""What the full-text index's tokenizer (``simple``) makes of an identifier: it cuts at
+``_`` and keeps ``addBusinessDays`` whole."""
+
+
+def code_words(text: str) -> str:
+    """The words of the identifiers in ``text`` that the full-text tokenizer does not see.
+
+    Identifiers are words run together, and the tokenizer cuts only at punctuation:
+    ``addBusinessDays`` gains ``add business days`` and ``parse_header_links`` gains its
+    whole, ``parseheaderlinks``. Each word once, in every language; the index and the
+    query get the same words, so ``addBusinessDays``, ``add_business_days`` and "add
+    business days" all meet.
+    """
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in dict.fromkeys(_IDENTIFIER.findall(text)):
+        words = [w.lower() for w in _WORD.findall(name)]
+        if len(words) < 2:
+            continue
+        tokens = {t.lower() for t in _TOKEN.findall(name)}
+        for w in (*words, "".join(words)):
+            if len(w) > 1 and w not in tokens and w not in seen:
+                seen.add(w)
+                out.append(w)
+    return " ".join(out)
+
+
 def fts_text(chunk: Chunk, summary: str) -> str:
     """The full-text side of a chunk: a line of its names and context header, then its
-    summary and content (the header's words: +0.03 BM25 Recall@5, bench/retrieval.py)."""
+    summary and content (the header's words: +0.03 BM25 Recall@5, bench/retrieval.py),
+    then the words of the content's identifiers (``code_words``)."""
     names = list(dict.fromkeys([chunk.symbol, *chunk.names] if chunk.symbol else chunk.names))
     words = " ".join(f"{n} {identifier_words(n)}" for n in names)
     header = " ".join(chunk.header.split())
-    return f"{words} {header}\n{summary}\n{chunk.content}"
+    return f"{words} {header}\n{summary}\n{chunk.content}\n{code_words(chunk.content)}"
 
 
 def fts_text_with_summary(old: str, summary: str, content: str) -> str:
     """An ``fts_text`` with its summary replaced (the names line is kept)."""
-    return f"{old.split(chr(10), 1)[0]}\n{summary}\n{content}"
-
-
-def is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
+    return f"{old.split(chr(10), 1)[0]}\n{summary}\n{content}\n{code_words(content)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,23 +156,6 @@ class FileRecord:
     dirty: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceState:
-    """A row of ``repos``: what the index reflects for one source."""
-
-    source: Source
-    branch: str
-    commit: str | None
-    dirty: Mapping[str, BlobId | None] = field(default_factory=dict)
-    pending: str | None = None
-    """Set while a change set is being applied; still set after a crash."""
-    fingerprint: str = ""
-    embedding_model: str = ""
-    files: int = 0
-    chunks: int = 0
-    updated_at: datetime | None = None
-
-
 class IndexStore:
     """The tables of one index directory."""
 
@@ -162,6 +180,9 @@ class IndexStore:
                 storage_options=dict(storage_options or {}),
             )
         except Exception as exc:
+            reason = None if is_local(uri) else failure_reason(str(exc))
+            if reason:
+                raise StoreError(f"cannot open the index at {uri}: {reason}") from None
             raise translate(exc, f"cannot open the index at {uri}") from exc
         self._tables: dict[str, Any] = {}
 
@@ -242,7 +263,7 @@ class IndexStore:
 
     @translating("building the full-text index")
     def ensure_fts(self) -> bool:
-        """Create the full-text index once the table has rows (fast: ~0.1 s per 1k rows).
+        """Create the full-text index once the table has rows (fast enough for the write path).
 
         Rows written later stay searchable (scanned) until the next fold adds them.
         """
@@ -257,7 +278,7 @@ class IndexStore:
 
     @translating("building the vector index")
     def build_vector_index(self) -> None:
-        """An IVF-PQ cosine index on ``vector`` (minutes at 100k rows: never in the write path)."""
+        """An IVF-PQ cosine index on ``vector`` (slow to build: never in the write path)."""
         from lancedb.index import IvfPq
 
         tbl = self._open(S.CHUNKS)
@@ -587,7 +608,7 @@ class IndexStore:
         if self.state_file is None:
             return
         crashpoint("state_file.before")
-        write_state_file(self.state_file, self.uri, self.states())
+        write_state_file(self.state_file, self.uri, self.states(), schema_version=S.SCHEMA_VERSION)
         crashpoint("state_file.after")
 
     @translating("removing a source")
@@ -597,20 +618,82 @@ class IndexStore:
             if name in self.table_names():
                 self._open(name).delete(where)
 
+    def _fts_index(self) -> Any | None:
+        """The lance description of the full-text index, if there is one."""
+        fts = {ix.name for ix in self._indices() if ix.index_type == "FTS"}
+        for ix in self._open(S.CHUNKS).to_lance().describe_indices():
+            if ix.name in fts:
+                return ix
+        return None
+
     @translating("reading fragments")
     def unindexed(self) -> tuple[int, int]:
         """Rows and data fragments of ``chunks`` its full-text index does not cover yet."""
         if not self.has_chunks():
             return 0, 0
-        fts = {ix.name for ix in self._indices() if ix.index_type == "FTS"}
-        ds = self._open(S.CHUNKS).to_lance()
+        fts = self._fts_index()
         covered: set[int] = set()
-        for ix in ds.describe_indices():
-            if ix.name in fts:
-                for segment in ix.segments:  # the index and each of its deltas
-                    covered.update(segment.fragment_ids)
+        for segment in fts.segments if fts is not None else ():  # the index and its deltas
+            covered.update(segment.fragment_ids)
+        ds = self._open(S.CHUNKS).to_lance()
         new = [f for f in ds.get_fragments() if f.fragment_id not in covered]
         return sum(f.metadata.physical_rows for f in new), len(new)
+
+    @translating("reading fragments")
+    def unfolded(self, fragment_rows: int) -> tuple[int, int]:
+        """Rows and data fragments of ``chunks`` written since the last fold.
+
+        Those the vector index does not cover; without one (a small table), the fragments a
+        fold would compact, less the one a fold leaves (the remainder under
+        ``fragment_rows``). The full-text index is no measure: it is kept current after
+        every write (``index_text``).
+        """
+        if not self.has_chunks():
+            return 0, 0
+        ds = self._open(S.CHUNKS).to_lance()
+        frags = ds.get_fragments()
+        vector = {ix.name for ix in self._indices() if "vector" in ix.columns}
+        if vector:
+            covered: set[int] = set()
+            for ix in ds.describe_indices():
+                if ix.name in vector:
+                    for segment in ix.segments:
+                        covered.update(segment.fragment_ids)
+            new = [f.metadata.physical_rows for f in frags if f.fragment_id not in covered]
+        else:
+            small = sorted(f.metadata.physical_rows for f in frags)
+            new = [n for n in small if n < fragment_rows][:-1]
+        return sum(new), len(new)
+
+    @translating("updating the full-text index")
+    def index_text(self) -> int:
+        """Add the rows the full-text index does not cover to it (writer only); returns how
+        many it added.
+
+        The new rows become a delta of the index, merged with the newest deltas while each
+        is at most :data:`FTS_MERGE_FACTOR` times what is merged so far or under
+        :data:`FTS_MERGE_FLOOR` rows (tiered merging, as in an LSM tree; the first index is
+        never rewritten). So an update costs about what was written (a rewrite is paid for
+        by earlier writes many times its size), and the index keeps a few deltas of growing
+        sizes: a query pays a little per delta, much less than it pays to scan rows the
+        index does not cover (bench/search_quality.py ``--latency``).
+        """
+        rows, _ = self.unindexed()
+        fts = self._fts_index() if rows else None
+        if fts is None:
+            return 0
+        ds = self._open(S.CHUNKS).to_lance()
+        size = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
+        deltas = [sum(size.get(i, 0) for i in seg.fragment_ids) for seg in fts.segments[1:]]
+        merged, total = 0, rows
+        for delta in reversed(deltas):
+            if delta > max(FTS_MERGE_FACTOR * total, FTS_MERGE_FLOOR):
+                break
+            merged, total = merged + 1, total + delta
+        # one atomic commit that adds no row: a kill on either side of it is a kill at the
+        # write boundary before or after it (tests/pipeline/test_crash.py)
+        ds.optimize.optimize_indices(index_names=[fts.name], num_indices_to_merge=merged)
+        return rows
 
     @translating("compacting the index")
     def fold(self, keep: timedelta, *, fragment_rows: int, merge: bool) -> None:
@@ -621,8 +704,8 @@ class IndexStore:
         (``merge``: the new rows go into the latest delta instead, for small folds), and
         versions older than ``keep`` are dropped. So a fold costs what was written since the
         last one, not the size of the table: LanceDB's ``optimize()`` rewrites every fragment
-        under a million rows and merges the whole index: +560 MiB of RSS at 300k rows, where
-        a fold of 48k new rows took +150-310 MiB at any table size (docs/operations.md).
+        under a million rows and merges the whole index, at a memory cost that grows with the
+        table (docs/operations.md, Measured).
         """
         try:
             crashpoint("fold.before")
@@ -632,8 +715,12 @@ class IndexStore:
                     target_rows_per_fragment=fragment_rows, num_threads=1
                 )
                 crashpoint("fold.compacted")
-                if self._indices():
-                    tbl.to_lance().optimize.optimize_indices(num_indices_to_merge=int(merge))
+                others = [ix.name for ix in self._indices() if ix.index_type != "FTS"]
+                if others:  # the vector index (the full-text one has its own policy)
+                    tbl.to_lance().optimize.optimize_indices(
+                        index_names=others, num_indices_to_merge=int(merge)
+                    )
+                self.index_text()
                 crashpoint("fold.indexed")
                 tbl.to_lance().cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
@@ -648,43 +735,3 @@ class IndexStore:
             return None
         root = Path(self.uri.removeprefix("file://"))
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
-def state_to_json(state: SourceState) -> dict[str, Any]:
-    return {
-        "source": state.source.id,
-        "kind": str(state.source.kind),
-        "repo": state.source.repo,
-        "git_dir": state.source.git_dir,
-        "ref": state.source.ref,
-        "branch": state.branch,
-        "commit": state.commit,
-        "dirty": dict(state.dirty),
-        "pending": state.pending,
-        "fingerprint": state.fingerprint,
-        "embedding_model": state.embedding_model,
-        "files": state.files,
-        "chunks": state.chunks,
-        "updated_at": state.updated_at.isoformat() if state.updated_at else None,
-    }
-
-
-def write_state_file(path: Path, uri: str, states: Sequence[SourceState]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "schema_version": S.SCHEMA_VERSION,
-        "index": uri,
-        "sources": [state_to_json(s) for s in states],
-    }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-    tmp.replace(path)
-
-
-def read_state_file(path: Path) -> dict[str, Any] | None:
-    """``state.json``, or None when it is absent or not a valid state document."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and state_file_damage(path) is None else None
