@@ -35,15 +35,19 @@ EXE = str(Path(sys.executable).parent / "codechunkd")
 
 
 def make_repo(root: Path, files: int) -> int:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    found = sorted(
-        p
-        for p in stdlib.rglob("*.py")
-        if not {"site-packages", "test", "tests", "idlelib"} & set(p.parts)
-        and 1_000 < p.stat().st_size < 60_000
-    )[:files]
-    for p in found:
-        dest = root / "lib" / p.relative_to(stdlib)
+    """``files`` real modules: the standard library's, then the venv's packages' (no tests)."""
+    found: list[tuple[Path, Path]] = []
+    for label in ("stdlib", "purelib"):
+        base = Path(sysconfig.get_paths()[label])
+        found += [
+            (base, p)
+            for p in sorted(base.rglob("*.py"))
+            if not {"site-packages", "test", "tests", "idlelib"} & set(p.relative_to(base).parts)
+            and 1_000 < p.stat().st_size < 60_000
+        ]
+    found = found[:files]
+    for base, p in found:
+        dest = root / ("lib" if base.name != "site-packages" else "pkgs") / p.relative_to(base)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(p.read_bytes())
     env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b")
@@ -83,8 +87,9 @@ def main() -> None:
             stderr=(tmp / "daemon.log").open("wb"),
             env=env,
         )
-        ready_at = answer_at = done_at = None
+        ready_at = answer_at = useful_at = done_at = None
         partial: Any = None
+        useful: Any = None
         doc: dict[str, Any] = {}
         try:
             while time.monotonic() - t0 < args.timeout and done_at is None:
@@ -99,12 +104,14 @@ def main() -> None:
                     continue
                 sock = next((runtime / "codechunkd").glob("*.sock"))
                 try:
-                    if answer_at is None:
+                    if useful_at is None:
                         got = request(
                             sock, {"cmd": "search", "query": "open a file", "k": 5}, timeout=60
                         )
-                        if "hits" in got:
+                        if "hits" in got and answer_at is None:
                             answer_at, partial = time.monotonic() - t0, got.get("partial")
+                        if got.get("hits"):
+                            useful_at, useful = time.monotonic() - t0, got.get("partial")
                     doc = request(sock, {"cmd": "status"}, timeout=10)
                 except DaemonUnavailable:
                     continue
@@ -117,18 +124,17 @@ def main() -> None:
             proc.wait(timeout=60)
             notify.close()
         src = (doc.get("sources") or [{}])[0]
-        batch = src.get("last_batch") or {}
-        print(f"repository: {n} files from the standard library")
+        chunks = src.get("chunks") or 0
+        print(f"repository: {n} real files (the standard library's, then the venv's packages')")
         print(f"READY=1 after:          {ready_at:.1f} s" if ready_at else "READY=1: never")
         print(
             f"first search answer:    {answer_at:.1f} s (partial: {partial})" if answer_at else ""
         )
+        print(f"first answer with hits: {useful_at:.1f} s (partial: {useful})" if useful_at else "")
         print(f"ready (index complete): {done_at:.1f} s" if done_at else "ready: not reached")
-        print(
-            f"chunks: {src.get('chunks')}, embedded: {batch.get('embedded')}, "
-            f"index seconds: {batch.get('seconds')}, "
-            f"chunks/s: {(src.get('chunks') or 0) / (batch.get('seconds') or 1):.1f}"
-        )
+        if done_at and ready_at:
+            rate = chunks / (done_at - ready_at)
+            print(f"chunks: {chunks}, {rate:.1f} chunks/s from READY=1 to complete")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from codechunkd.pipeline.summarize import (
 from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import SummaryCache
 from codechunkd.storage.search import Mode, Searcher
-from codechunkd.storage.store import fts_text, fts_text_with_summary
+from codechunkd.storage.store import code_words, fts_text, fts_text_with_summary
 
 SOURCE = llm_source(MODEL)
 
@@ -200,7 +200,7 @@ def test_stale_chunks_are_summarized_written_and_searchable(
         assert r["summary"].startswith(f"The {r['kind']} {sym} does")
         assert "Here is a summary" not in r["summary"]
         assert r["fts_text"].split("\n", 2)[1] == r["summary"]
-        assert r["fts_text"].endswith(r["content"])
+        assert r["fts_text"].endswith(f"{r['content']}\n{code_words(r['content'])}")
     assert table["tiny"]["summary_source"] == "extractive"
     # the method's prompt had its class's signature as context
     save_prompt = next(x.prompt for x in chat.seen if "Chunk: method Store.save" in x.prompt)
