@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -62,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", nargs="?", default=".", help="any folder inside the repository")
     p.add_argument("--ref", help="index this ref from the object database (bare mirrors)")
     p.add_argument("--rebuild", action="store_true", help="drop this source's rows and rebuild")
+    p.add_argument(
+        "--seed",
+        metavar="INDEX",
+        help="take vectors from this other index (directory or s3://) before embedding "
+        "(setting index.seed)",
+    )
     _common(p)
 
     p = sub.add_parser("search", help="search the index (hybrid: vectors + full text)")
@@ -273,6 +280,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
+    if args.seed is not None:  # the flag wins over index.seed ("" turns the seed off)
+        settings = dataclasses.replace(
+            settings, index=dataclasses.replace(settings.index, seed=args.seed)
+        )
     git = GitSource(args.path, ref=args.ref)
     paths = IndexPaths.of(settings)
     if not args.rebuild:
@@ -324,10 +335,12 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
         f"  files: {report.added} added, {report.changed} changed, {report.deleted} deleted, "
         f"{report.renamed} renamed, {report.unchanged} unchanged\n"
         f"  chunks: {report.chunks} written, {report.embedded} embedded, "
-        f"{report.reused} reused from cache\n"
+        f"{report.reused} reused from cache, {report.seeded} from the seed\n"
         f"  skipped: {skipped}\n"
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
+    if report.seed_skipped:
+        print(f"  seed skipped: {report.seed_skipped}")
 
 
 def cmd_model(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ on Linux can ask what happens on macOS.  The callers stay free of ``sys.platform
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -123,3 +124,13 @@ def service_manager(platform: str = sys.platform) -> Literal["systemd", "launchd
     if is_linux(platform):
         return "systemd"
     return None
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask where the OS has one (Linux; a
+    container or ``taskset`` narrows it), else every CPU the OS reports (macOS, Windows)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with contextlib.suppress(OSError):
+            return max(1, len(affinity(0)))
+    return os.cpu_count() or 1

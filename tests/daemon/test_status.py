@@ -148,3 +148,34 @@ def test_a_job_run_by_the_writer_is_counted_once() -> None:
     stats = upkeep.as_dict()
     assert stats["reconcile"]["runs"] == 1  # type: ignore[index]
     assert stats["compact"]["runs"] == 1  # type: ignore[index]
+
+
+def test_the_last_batch_says_what_came_from_the_seed_and_why_a_seed_was_skipped() -> None:
+    """A batch that took vectors from a seed index says how many; a skipped seed says why."""
+    src = SourceSnapshot(
+        record={**RECORD, "pending": None},
+        head="a" * 40,
+        head_branch="main",
+        live=True,
+        last_batch={
+            "trigger": "reconcile",
+            "added": 3,
+            "embedded": 2,
+            "seeded": 40,
+            "seed_skipped": None,
+            "seconds": 1.5,
+            "ago_s": 2.0,
+        },
+    )
+    text = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=(src,))))
+    assert "2 embedded in 1.50s, 40 from the seed" in text
+    assert "seed skipped" not in text
+    skipped = SourceSnapshot(
+        record=RECORD,
+        head="a" * 40,
+        head_branch="main",
+        live=True,
+        last_batch={"trigger": "reconcile", "embedded": 5, "seed_skipped": "no index at /x"},
+    )
+    text = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=(skipped,))))
+    assert "seed skipped: no index at /x" in text

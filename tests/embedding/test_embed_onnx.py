@@ -14,7 +14,15 @@ import pytest
 
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.embedding.embed_onnx import OnnxEmbedder, pool, pooling_modes
+from codechunkd.embedding.embed_onnx import (
+    SESSIONS_MEMORY,
+    OnnxEmbedder,
+    SessionLayout,
+    layout_candidates,
+    max_sessions,
+    pool,
+    pooling_modes,
+)
 from codechunkd.embedding.embed_torch import TorchEmbedder
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.embedding.models import model_fingerprint
@@ -27,6 +35,7 @@ from codechunkd.embedding.onnx_export import (
     export_model,
 )
 from codechunkd.errors import EmbeddingError
+from codechunkd.platform import usable_cpus
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -209,27 +218,101 @@ def test_pooling_follows_the_config() -> None:
         pool(hidden, mask, ["median"])
 
 
-def test_threads_are_measured_once_and_cached(onnx_settings: EmbeddingSettings) -> None:
-    """threads = 0: the first load times the thread counts; the next load reads the choice."""
+def test_layout_is_measured_once_and_cached(onnx_settings: EmbeddingSettings) -> None:
+    """threads = sessions = 0: the first load times every candidate layout (one session of
+    1, 2, … threads and all cores split among sessions); the next load reads the choice."""
     import dataclasses
-    import json
-    import os
 
     from structlog.testing import capture_logs
 
-    settings = dataclasses.replace(onnx_settings, threads=0)
+    settings = dataclasses.replace(onnx_settings, threads=0, sessions=0)
     first = OnnxEmbedder(settings)
     assert first.model_file is not None
-    cache = first.model_file.parent / f"threads-{os.cpu_count() or 1}cpu.json"
+    cache = first.model_file.parent / f"layout-{usable_cpus()}cpu-0x0.json"
     cache.unlink(missing_ok=True)  # other tests of the session may have measured already
     with capture_logs() as logs:
         first.embed(["def f(): pass"])
     measured = json.loads(cache.read_text())
-    assert first.threads == measured["threads"] >= 1
-    assert set(measured["texts_per_s"]) >= {"1"}
-    assert [e for e in logs if e["event"] == "threads_calibrated"]
+    candidates = layout_candidates(usable_cpus(), max_sessions(first.model_file))
+    assert set(measured["texts_per_s"]) == {c.name for c in candidates}
+    assert (first.sessions, first.threads) == (measured["sessions"], measured["threads"])
+    assert first.sessions >= 1 and first.threads >= 1
+    assert [e for e in logs if e["event"] == "layout_calibrated"]
     again = OnnxEmbedder(settings)
     with capture_logs() as logs:
         again.embed(["def f(): pass"])
-    assert again.threads == first.threads
-    assert not [e for e in logs if e["event"] == "threads_calibrated"]
+    assert (again.sessions, again.threads) == (first.sessions, first.threads)
+    assert not [e for e in logs if e["event"] == "layout_calibrated"]
+
+
+def test_fixed_layout_is_not_measured(onnx_settings: EmbeddingSettings) -> None:
+    """threads and sessions both set: that layout is opened, nothing is timed or cached."""
+    import dataclasses
+
+    from structlog.testing import capture_logs
+
+    settings = dataclasses.replace(onnx_settings, threads=1, sessions=2)
+    embedder = OnnxEmbedder(settings)
+    with capture_logs() as logs:
+        embedder.embed(["def f(): pass"])
+    assert (embedder.sessions, embedder.threads) == (2, 1)
+    assert not [e for e in logs if e["event"] == "layout_calibrated"]
+
+
+@pytest.mark.slow
+def test_sessions_change_no_vector(onnx_settings: EmbeddingSettings) -> None:
+    """The same texts through one 2-thread session and two 1-thread sessions give the same
+    vectors (within 1e-6), in input order, duplicates included."""
+    texts = stdlib_functions(40)
+    texts = [*texts, texts[3], texts[0]]
+    one = OnnxEmbedder(onnx_settings)
+    one.load(SessionLayout(sessions=1, threads=2))
+    two = OnnxEmbedder(onnx_settings)
+    two.load(SessionLayout(sessions=2, threads=1))
+    assert (one.sessions, two.sessions) == (1, 2)
+    a, b = one.embed(texts), two.embed(texts)
+    assert a.shape == b.shape == (42, 384)
+    np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(b[-1], b[0])
+    np.testing.assert_array_equal(b[-2], b[3])
+    np.testing.assert_allclose(b[5:7], two.embed(texts[5:7]), atol=1e-5)
+
+
+def test_layout_candidates_use_every_core() -> None:
+    """On 16 cores: one session of 1…16 threads and 16x1, 8x2, 4x4, 2x8; the memory cap and
+    a fixed setting narrow the list; fewest threads in all come first."""
+    names = [c.name for c in layout_candidates(16, 22)]
+    assert set(names) == {"1x1", "1x2", "1x4", "1x8", "1x16", "16x1", "8x2", "4x4", "2x8"}
+    assert names[0] == "1x1" and names[-1] == "16x1"
+    assert {c.name for c in layout_candidates(2, 22)} == {"1x1", "1x2", "2x1"}
+    assert {c.name for c in layout_candidates(1, 22)} == {"1x1"}
+    assert {c.name for c in layout_candidates(16, 11)} >= {"11x1", "8x2"}
+    assert all(c.sessions <= 11 for c in layout_candidates(16, 11))
+    assert {c.name for c in layout_candidates(16, 22, threads=1)} == {"1x1", "16x1"}
+    assert {c.name for c in layout_candidates(16, 22, sessions=4)} == {"4x1", "4x2", "4x4"}
+    assert {c.name for c in layout_candidates(6, 22)} >= {"6x1", "3x2", "1x6"}
+
+
+def test_sessions_are_capped_by_the_weights(tmp_path: Path) -> None:
+    """As many sessions as copies of the model file fit in the budget, and at least one."""
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"w" * 1000)
+    assert max_sessions(model, budget=10_500) == 10
+    assert max_sessions(model, budget=10) == 1
+    assert max_sessions(tmp_path / "missing.onnx") == 1
+    assert SESSIONS_MEMORY // (91 * 1024**2) >= 16  # the bundled model on 16 cores
+
+
+def test_import_pulls_no_storage_or_git() -> None:
+    """The onnx backend imports without lancedb, pygit2 or torch: bench/embedding.py runs on a
+    machine with only onnxruntime, tokenizers and numpy (and structlog)."""
+    script = (
+        "import sys, json\n"
+        "import codechunkd.embedding.embed_onnx\n"
+        "print(json.dumps(sorted(m for m in ('lancedb', 'pygit2', 'torch', 'pyarrow',\n"
+        "    'watchdog', 'tree_sitter', 'onnxruntime') if m in sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(done.stdout) == []

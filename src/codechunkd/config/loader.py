@@ -214,6 +214,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "embedding.batch_size": (1, 4096),
     "embedding.max_seq_length": (8, 8192),
     "embedding.threads": (0, 256),
+    "embedding.sessions": (0, 256),
     "embedding.cache_size": (1, 1_000_000_000),
     "embedding.remote_dimension": (0, 65_536),
     "embedding.timeout": (0, 3600),

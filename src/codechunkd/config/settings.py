@@ -57,6 +57,13 @@ class IndexSettings:
     """Once ``chunks`` has this many rows, an IVF-PQ vector index is trained on them (during
     the sync that gets there); below it exact search is fast enough. Rows written later stay
     searchable and are added to the index by the next fold. Bounds: 1 to 1_000_000_000."""
+    seed: str = ""
+    """Another index to take vectors (and LLM summaries) from before embedding anything: a
+    local directory or an ``s3://`` URI (reached with the ``object_store`` settings), opened
+    read-only, typically the index a CI box keeps for ``main``. Only chunks whose text it
+    does not hold are embedded here. A seed that cannot be read, of an older schema or of
+    another embedding model is reported (``seed`` in the sync report) and skipped; empty:
+    no seed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,10 +115,17 @@ class EmbeddingSettings:
     Bounds: 8 to 8192, and no more than the model has position embeddings for (512 for the
     bundled model)."""
     threads: int = 0
-    """CPU threads for inference. 0 (the default) means measured: the ``onnx`` backend times
-    1, 2, 4, 8 threads on real code once per machine and model and keeps the fastest (on an idle
-    2-core VM, 2 threads ran 2.0x as fast as 1; on a busy one, 1 was faster); ``torch`` then
-    keeps torch's own default. Bounds: 0 to 256."""
+    """CPU threads for inference: intra-op threads per ``onnx`` session. 0 (the default)
+    means measured, together with ``sessions``: the ``onnx`` backend times one session of
+    1, 2, 4, … up to all usable cores, and all cores split among several sessions, on real
+    code once per machine and model, and keeps the fastest (on an idle 2-core VM, 2 threads
+    ran 2.0x as fast as 1; on a busy one, 1 was faster); ``torch`` then keeps torch's own
+    default. Bounds: 0 to 256."""
+    sessions: int = 0
+    """``onnx`` backend: sessions that share each batch, each in its own thread and holding
+    its own copy of the weights (~90 MB for the bundled model; capped so all fit in 2 GB).
+    0 (the default) means measured with ``threads``: on 16 cores, 16 one-thread sessions
+    ran 169 texts/s against 126 for one session of 16 threads. Bounds: 0 to 256."""
     cache_size: int = 500_000
     """Embeddings kept in the content-addressed cache (least recently used are evicted).
     Bounds: 1 to 1_000_000_000."""

@@ -519,7 +519,17 @@ class Service:
             "at": datetime.now(UTC).isoformat(),
             **{
                 k: doc[k]
-                for k in ("added", "changed", "deleted", "renamed", "embedded", "reused", "chunks")
+                for k in (
+                    "added",
+                    "changed",
+                    "deleted",
+                    "renamed",
+                    "embedded",
+                    "reused",
+                    "seeded",
+                    "seed_skipped",
+                    "chunks",
+                )
             },
             "seconds": doc["seconds"],
         }

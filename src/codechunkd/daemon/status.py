@@ -133,11 +133,15 @@ def render_text(doc: Mapping[str, Any]) -> str:
                 if batch
                 else "none"
             )
+            if batch.get("seeded"):
+                what += f", {batch['seeded']} from the seed"
             lines.append(
                 f"    pending {s.get('pending_paths', 0)} paths"
                 + (f" ({s['pending_level']})" if s.get("pending_level") else "")
                 + f"; last batch {_ago(batch.get('ago_s'))} ({what})"
             )
+            if batch.get("seed_skipped"):
+                lines.append(f"    seed skipped: {batch['seed_skipped']}")
             watcher = s.get("watcher") or {}
             if watcher.get("degraded"):
                 lines.append(f"    watcher degraded: {watcher['degraded']}")

@@ -11,6 +11,10 @@ The fp32 graph gives the same vectors as the torch backend (mean cosine ≥ 0.99
 enforced by a test), so it has the same ``model_id`` and shares the embedding
 cache.  The optional int8 copy (``embedding.quantized``) does not, and has its own.
 
+The CPU is used as measured once per machine (``calibrated_layout``): one session with
+N intra-op threads, or K sessions sharing each call's batches in Python threads (many
+one-thread sessions scale better past ~8 cores); the layout changes no vector.
+
 Loading imports onnxruntime and tokenizers only (well under a second); when
 the model is not exported yet, the export runs once in a child process
 (``onnx_export.export_in_subprocess``), so this process never imports torch.
@@ -19,11 +23,13 @@ the model is not exported yet, the export runs once in a child process
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,7 @@ from codechunkd.embedding.onnx_export import (
     model_layout,
 )
 from codechunkd.errors import EmbeddingError
+from codechunkd.platform import usable_cpus
 
 # sentence-transformers' pooling modes, in the order it concatenates them.
 _LEGACY_MODES = {
@@ -101,6 +108,57 @@ def normalize(vectors: npt.NDArray[np.float32]) -> Vectors:
     return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
 
 
+#: Bound on the weights all sessions hold together: each onnxruntime session keeps its own
+#: copy of the model's weights (91 MB for the bundled model), so at most this many bytes'
+#: worth of sessions are opened (22 of the bundled model: enough for 16 one-thread sessions,
+#: the fastest layout measured on 16 cores, while a laptop's daemon stays near 2 GB).
+SESSIONS_MEMORY = 2 * 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLayout:
+    """How the CPU is used: ``sessions`` sessions, each with ``threads`` intra-op threads.
+
+    One session of many threads scales worse than many one-thread sessions past ~8 cores
+    (126 against 169 texts/s on 16 cores): a batch is split across the sessions instead.
+    """
+
+    sessions: int
+    threads: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.sessions}x{self.threads}"
+
+
+def max_sessions(model_file: Path, budget: int = SESSIONS_MEMORY) -> int:
+    """Sessions whose weights fit in ``budget`` bytes (at least one)."""
+    try:
+        size = model_file.stat().st_size
+    except OSError:
+        return 1
+    return max(1, budget // max(1, size))
+
+
+def layout_candidates(
+    cpus: int, most_sessions: int, sessions: int = 0, threads: int = 0
+) -> list[SessionLayout]:
+    """The layouts worth timing on ``cpus`` cores; a setting that is not 0 is kept as set.
+
+    One session with 1, 2, 4, … up to all cores (on a busy machine fewer threads win), and
+    the layouts that use all cores with several sessions: cores×1, (cores/2)×2, (cores/4)×4, …
+    """
+    powers = sorted({min(cpus, 2**k) for k in range(cpus.bit_length() + 1)} | {cpus})
+    pairs = {(1, t) for t in powers} | {(cpus // t, t) for t in powers}
+    if threads > 0:
+        pairs = {(1, threads), (max(1, cpus // threads), threads)}
+    if sessions > 0:
+        per = [t for t in powers if sessions * t <= cpus] or [1]
+        pairs = {(sessions, threads)} if threads > 0 else {(sessions, t) for t in per}
+    capped = {(min(k, most_sessions), t) for k, t in pairs}
+    return [SessionLayout(k, t) for k, t in sorted(capped, key=lambda p: (p[0] * p[1], p[0]))]
+
+
 class OnnxEmbedder:
     """onnxruntime + tokenizers; exports the model on first use if no export is cached."""
 
@@ -112,11 +170,13 @@ class OnnxEmbedder:
         self._id = f"{base}/onnx-int8" if settings.quantized else base
         self._dim = model_dimension(settings.model)
         self._lock = threading.Lock()
-        self._session: Any = None
+        self._sessions: list[Any] = []
         self._tokenizer: Any = None
         self._layout: ModelLayout | None = None
+        self.sessions = settings.sessions
+        """Sessions that share a batch (chosen by calibration when the setting is 0)."""
         self.threads = settings.threads
-        """Intra-op threads of the session (chosen by calibration when the setting is 0)."""
+        """Intra-op threads of each session (chosen by calibration when the setting is 0)."""
 
     @property
     def model_id(self) -> str:
@@ -130,65 +190,78 @@ class OnnxEmbedder:
 
     @property
     def loaded(self) -> bool:
-        return self._session is not None
+        return bool(self._sessions)
 
     @property
     def model_file(self) -> Path | None:
         """The cached ``.onnx`` file this embedder runs, if it is exported."""
         return cached_model(self._settings, self._fingerprint)
 
-    def load(self) -> None:
-        """Export if needed, then open the session and the tokenizer (idempotent)."""
+    def load(self, layout: SessionLayout | None = None) -> None:
+        """Export if needed, then open the sessions and the tokenizer (idempotent).
+
+        ``layout`` overrides the settings and calibration (benchmarks time each layout).
+        """
         with self._lock:
-            if self._session is not None:
+            if self._sessions:
                 return
             path = self.model_file or export_in_subprocess(self._settings)
-            layout = model_layout(self._settings.model)
+            model = model_layout(self._settings.model)
             try:
-                import onnxruntime as ort
-                from tokenizers import Tokenizer
-
-                def open_session(threads: int) -> Any:
-                    options = ort.SessionOptions()
-                    options.intra_op_num_threads = threads
-                    options.inter_op_num_threads = 1
-                    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                    options.log_severity_level = 3
-                    return ort.InferenceSession(
-                        str(path), sess_options=options, providers=["CPUExecutionProvider"]
-                    )
-
-                tokenizer = Tokenizer.from_file(str(layout.tokenizer_json))
-                tokenizer.no_padding()
-                tokenizer.enable_truncation(max_length=self._settings.max_seq_length)
+                tokenizer = load_tokenizer(model, self._settings.max_seq_length)
                 self._tokenizer = tokenizer
-                self._layout = layout
-                threads = self._settings.threads
-                if threads <= 0:
-                    threads = calibrated_threads(path.parent, open_session, self._run_texts)
-                session = open_session(threads)
+                self._layout = model
+                if layout is None:
+                    layout = self._choose_layout(path)
+                sessions = [open_session(path, layout.threads) for _ in range(layout.sessions)]
             except EmbeddingError:
                 raise
             except Exception as exc:
                 raise EmbeddingError(f"cannot load ONNX model {path}: {exc}") from exc
-            self.threads = threads
-            self._session = session
+            self.sessions, self.threads = layout.sessions, layout.threads
+            self._sessions = sessions
+
+    def _choose_layout(self, path: Path) -> SessionLayout:
+        """The settings' layout, measured (once per machine) where a setting is 0."""
+        sessions, threads = self._settings.sessions, self._settings.threads
+        if sessions > 0 and threads > 0:
+            return SessionLayout(sessions, threads)
+        cpus = usable_cpus()
+        candidates = layout_candidates(cpus, max_sessions(path), sessions, threads)
+        if len(candidates) == 1:
+            return candidates[0]
+        cache = path.parent / f"layout-{cpus}cpu-{sessions}x{threads}.json"
+        return calibrated_layout(cache, candidates, functools.partial(self.time_layout, path))
+
+    def time_layout(self, path: Path, layout: SessionLayout, texts: Sequence[str]) -> float:
+        """Texts per second of ``layout`` on ``texts`` after a warm-up (tokenizer loaded)."""
+        sessions = [open_session(path, layout.threads) for _ in range(layout.sessions)]
+        self._run_texts(sessions, texts[: 2 * layout.sessions])  # warm up every session
+        started = time.perf_counter()
+        self._run_texts(sessions, texts)
+        return len(texts) / (time.perf_counter() - started)
 
     def unload(self) -> None:
         with self._lock:
-            self._session = None
+            self._sessions = []
             self._tokenizer = None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         self.load()
-        with self._lock:  # one run at a time: the session already uses its threads
-            return self._run_texts(self._session, texts)
+        with self._lock:  # one call at a time: its batches already use every session
+            return self._run_texts(self._sessions, texts)
 
-    def _run_texts(self, session: Any, texts: Sequence[str]) -> Vectors:
-        """Embed with one session (the caller holds the lock, or owns the session)."""
+    def _run_texts(self, sessions: Sequence[Any], texts: Sequence[str]) -> Vectors:
+        """Embed with ``sessions`` (the caller holds the lock, or owns them).
+
+        Texts are sorted by token count and cut into batches of ``batch_size``, or smaller
+        so that every session gets one: with several sessions, each runs in its own Python
+        thread (onnxruntime releases the GIL) and takes the next batch, longest first, so
+        the last to finish are short.  The batches do not depend on the threads, so a
+        layout changes no vector.
+        """
         tokenizer, layout = self._tokenizer, self._layout
         assert layout is not None
         unique = list(dict.fromkeys(texts))
@@ -198,28 +271,33 @@ class OnnxEmbedder:
         except Exception as exc:
             raise EmbeddingError(f"tokenizing failed: {exc}") from exc
         modes = pooling_modes(layout.pooling)
-        inputs = [i.name for i in session.get_inputs()]
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        size = min(self._settings.batch_size, -(-len(order) // len(sessions)))
+        batches = [order[s : s + size] for s in range(0, len(order), size)]
         rows: dict[int, Vectors] = {}
-        size = self._settings.batch_size
-        for start in range(0, len(order), size):
-            batch = order[start : start + size]
-            width = max(len(encodings[i].ids) for i in batch)
-            feed = {name: np.zeros((len(batch), width), dtype=np.int64) for name in inputs}
-            for row, i in enumerate(batch):
-                enc = encodings[i]
-                n = len(enc.ids)
-                feed["input_ids"][row, :n] = enc.ids
-                feed["attention_mask"][row, :n] = 1
-                if "token_type_ids" in feed:
-                    feed["token_type_ids"][row, :n] = enc.type_ids
-            try:
-                (hidden,) = session.run(["last_hidden_state"], feed)
-            except Exception as exc:
-                raise EmbeddingError(f"ONNX inference failed: {exc}") from exc
-            pooled = normalize(pool(hidden, feed["attention_mask"], modes))
+
+        def run(session: Any, batch: list[int]) -> None:
+            pooled = run_batch(session, [encodings[i] for i in batch], modes)
             for row, i in enumerate(batch):
                 rows[i] = pooled[row]
+
+        if len(sessions) == 1 or len(batches) == 1:
+            for batch in batches:
+                run(sessions[0], batch)
+        else:
+            pending = list(batches)  # popped from the end: longest first
+
+            def worker(session: Any) -> None:
+                while True:
+                    try:
+                        batch = pending.pop()  # atomic under the GIL
+                    except IndexError:
+                        return
+                    run(session, batch)
+
+            with ThreadPoolExecutor(len(sessions), thread_name_prefix="onnx") as pool:
+                for future in [pool.submit(worker, s) for s in sessions[: len(batches)]]:
+                    future.result()
         index = {text: i for i, text in enumerate(unique)}
         out = np.stack([rows[index[t]] for t in texts]).astype(np.float32, copy=False)
         if self._dim is None:
@@ -227,52 +305,100 @@ class OnnxEmbedder:
         return out
 
 
-def _calibration_texts(count: int = 48) -> list[str]:
+def open_session(path: Path, threads: int) -> Any:
+    """An onnxruntime CPU session of ``path`` with ``threads`` intra-op threads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def load_tokenizer(model: ModelLayout, max_seq_length: int) -> Any:
+    """The model's ``tokenizer.json``, unpadded, truncated as sentence-transformers does."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model.tokenizer_json))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_seq_length)
+    return tokenizer
+
+
+def padded_feed(session: Any, encodings: Sequence[Any]) -> dict[str, npt.NDArray[np.int64]]:
+    """The session's inputs for one batch, padded to its longest text."""
+    inputs = [i.name for i in session.get_inputs()]
+    width = max(len(enc.ids) for enc in encodings)
+    feed = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in inputs}
+    for row, enc in enumerate(encodings):
+        n = len(enc.ids)
+        feed["input_ids"][row, :n] = enc.ids
+        feed["attention_mask"][row, :n] = 1
+        if "token_type_ids" in feed:
+            feed["token_type_ids"][row, :n] = enc.type_ids
+    return feed
+
+
+def run_batch(session: Any, encodings: Sequence[Any], modes: Sequence[str]) -> Vectors:
+    """One batch through the model: pooled, normalised vectors in the batch's order."""
+    feed = padded_feed(session, encodings)
+    try:
+        (hidden,) = session.run(["last_hidden_state"], feed)
+    except Exception as exc:
+        raise EmbeddingError(f"ONNX inference failed: {exc}") from exc
+    return normalize(pool(hidden, feed["attention_mask"], modes))
+
+
+def _calibration_texts(count: int) -> list[str]:
     """Sample texts for calibration: real code that ships with Python, always offline."""
     import json.decoder
+    import shlex
+    import string
     import textwrap
 
     lines: list[str] = []
-    for module in (json.decoder, textwrap):
+    for module in (json.decoder, textwrap, shlex, string):
         lines += Path(module.__file__ or "").read_text(encoding="utf-8").splitlines()
     blocks = ["\n".join(lines[i : i + 18]) for i in range(0, len(lines), 18)]
     return [b for b in blocks if b.strip()][:count]
 
 
-def calibrated_threads(
-    folder: Path,
-    open_session: Callable[[int], Any],
-    run: Callable[[Any, Sequence[str]], Vectors],
-) -> int:
-    """The fastest intra-op thread count on this machine, measured once and cached.
+def calibrated_layout(
+    cache: Path,
+    candidates: Sequence[SessionLayout],
+    measure: Callable[[SessionLayout, Sequence[str]], float],
+) -> SessionLayout:
+    """The fastest layout on this machine, measured once and cached in ``cache``.
 
-    Tries 1, 2, 4, … up to the CPU count on real code and keeps the fewest
-    threads within 5 % of the best; the choice is stored next to the exported
-    model (per CPU count), so the measurement (a few seconds) happens once.
+    Times each candidate on real code and keeps the one with the fewest threads in all
+    (then the fewest sessions: less memory) within 5 % of the best; the choice is stored
+    next to the exported model (per CPU count and settings), so the measurement (a few
+    seconds per layout) happens once.
     """
-    cpus = os.cpu_count() or 1
-    cache = folder / f"threads-{cpus}cpu.json"
     try:
-        return int(json.loads(cache.read_text())["threads"])
+        chosen = json.loads(cache.read_text())
+        return SessionLayout(int(chosen["sessions"]), int(chosen["threads"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    texts = _calibration_texts()
-    candidates = sorted({min(cpus, 2**k) for k in range(4)})
-    speeds: dict[int, float] = {}
-    for threads in candidates:
-        session = open_session(threads)
-        run(session, texts[:8])  # warm up
-        started = time.perf_counter()
-        run(session, texts)
-        speeds[threads] = len(texts) / (time.perf_counter() - started)
+    most = max(c.sessions * c.threads for c in candidates)
+    texts = _calibration_texts(max(48, 4 * most))
+    speeds = {layout: measure(layout, texts) for layout in candidates}
     best = max(speeds.values())
-    choice = min(t for t, v in speeds.items() if v >= 0.95 * best)
-    log.info(
-        "threads_calibrated",
-        cpus=cpus,
-        texts_per_s={str(k): round(v, 1) for k, v in speeds.items()},
-        threads=choice,
+    choice = min(
+        (layout for layout, v in speeds.items() if v >= 0.95 * best),
+        key=lambda c: (c.sessions * c.threads, c.sessions),
     )
+    figures = {k.name: round(v, 1) for k, v in speeds.items()}
+    log.info(
+        "layout_calibrated",
+        texts_per_s=figures,
+        sessions=choice.sessions,
+        threads=choice.threads,
+    )
+    record = {"sessions": choice.sessions, "threads": choice.threads, "texts_per_s": figures}
     with contextlib.suppress(OSError):
-        atomicfile.write_text(cache, json.dumps({"threads": choice, "texts_per_s": speeds}))
+        atomicfile.write_text(cache, json.dumps(record))
     return choice

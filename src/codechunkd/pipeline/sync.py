@@ -37,6 +37,7 @@ from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summ
 from codechunkd.pipeline.prepare import prepare_file
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.crashpoints import crashpoint
+from codechunkd.storage.seed import Seed, SeedUnusable
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
@@ -59,6 +60,11 @@ class SyncReport:
     """Chunks whose vectors were computed."""
     reused: int = 0
     """Chunks whose vectors came from the cache."""
+    seeded: int = 0
+    """Chunks whose vectors came from the seed (``index.seed``), through the cache."""
+    seed_skipped: str | None = None
+    """Why the seed was not used (unreadable, older schema, other model); None: it was, or
+    none is set."""
     chunks: int = 0
     """Chunks written."""
     skipped: Counter[str] = field(default_factory=Counter)
@@ -81,6 +87,8 @@ class SyncReport:
             "unchanged": self.unchanged,
             "embedded": self.embedded,
             "reused": self.reused,
+            "seeded": self.seeded,
+            "seed_skipped": self.seed_skipped,
             "chunks": self.chunks,
             "skipped": dict(self.skipped),
             "replaced_utf8": self.replaced_utf8,
@@ -189,6 +197,9 @@ PROGRESS_LOG_S = 5.0
 RECENT_COMMITS = 100
 """Commits walked to order a large first index by recency (one tree diff each)."""
 
+SEED_RETRY_S = 300.0
+"""A seed that could not be used is tried again after this long (a daemon outlives outages)."""
+
 
 def order_rank(path: str) -> int:
     """0 source, 1 tests, 2 docs, 3 vendored or generated: the order of a large index.
@@ -236,6 +247,11 @@ class Syncer:
         self.matcher = Matcher(settings.files.include, settings.files.exclude)
         self.count_tokens = counter_for(settings.embedding.model)
         self.fingerprint = fingerprint(settings, embedder.model_id)
+        self._seed: Seed | None = None
+        self._seed_failed_at: float | None = None
+        self.seed_problem: str | None = None
+        """Why the seed is not used now (None: it is, or none is set)."""
+        self._hash_index = False
 
     # -- the pipeline ---------------------------------------------------------
 
@@ -251,6 +267,9 @@ class Syncer:
         started = time.monotonic()
         source = git.source
         self.store.ensure_writable(self.embedder.model_id, self.embedder.dimension)
+        if not self._hash_index:  # so that this index can seed others
+            self.store.ensure_embed_hash_index()
+            self._hash_index = True
         state = self.store.state(source.id)
         stale_settings = state is not None and state.fingerprint != self.fingerprint
         full = full or state is None or state.pending is not None or stale_settings
@@ -263,6 +282,7 @@ class Syncer:
             commit=changes.head.commit,
             full=changes.full,
         )
+        report.seed_skipped = self.seed_problem
         todo, deletes, known = self._plan(changes, manifest, stale_settings, report)
         del manifest
         todo = self._ordered(git, todo, changes.head.commit)
@@ -613,6 +633,10 @@ class Syncer:
         dim = self.embedder.dimension
         keys = {c.embed_text: content_hash(c.embed_text) for f in files for c in f.chunks}
         cached = self.cache.get_many(model, keys.values(), dim)
+        seeded = self._from_seed({k for k in keys.values() if k not in cached}, report)
+        cached.update(seeded)
+        from_seed = sum(1 for f in files for c in f.chunks if keys[c.embed_text] in seeded)
+        report.seeded += from_seed
         missing = sorted((t for t, k in keys.items() if k not in cached), key=len)
         waiting = [sum(1 for c in f.chunks if keys[c.embed_text] not in cached) for f in files]
         needed_by: dict[str, list[int]] = {}
@@ -621,7 +645,7 @@ class Syncer:
                 if keys[c.embed_text] not in cached:
                     needed_by.setdefault(c.embed_text, []).append(i)
         ready_files = waiting.count(0)
-        report.reused += sum(len(f.chunks) for f in files) - len(missing)
+        report.reused += sum(len(f.chunks) for f in files) - len(missing) - from_seed
         step = max(1, self.settings.embedding.batch_size)
         for start in range(0, len(missing), step):
             texts = missing[start : start + step]
@@ -679,6 +703,61 @@ class Syncer:
             )
         return out
 
+    def _from_seed(
+        self, hashes: set[str], report: SyncReport
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """Vectors of ``hashes`` found in the seed, put into the cache (with the seed's LLM
+        summaries of the same rows, into the summary cache); {} without a usable seed.
+
+        Only the vectors the cache misses are looked up, in bulk; summaries come with them,
+        so a chunk whose vector was cached here but whose summary was not keeps waiting for
+        the summarize job.
+        """
+        seed = self._open_seed(report) if hashes else None
+        if seed is None:
+            return {}
+        llm_model = self.settings.summaries.model
+        want_summaries = self.summaries is not None and bool(llm_model)
+        try:
+            found = seed.lookup(
+                self.embedder.model_id,
+                hashes,
+                summary_source=llm_source(llm_model) if want_summaries else None,
+            )
+        except SeedUnusable as exc:
+            self._seed_unusable(str(exc), report)
+            return {}
+        self.cache.put_many(self.embedder.model_id, found.vectors)
+        if self.summaries is not None:
+            for content, summary in found.summaries.items():
+                self.summaries.put(llm_model, PROMPT_VERSION, content, summary, 0)
+        return found.vectors
+
+    def _open_seed(self, report: SyncReport) -> Seed | None:
+        """The seed ``index.seed`` names, opened on first need; None when none is set or it
+        is unusable (reported, and tried again after ``SEED_RETRY_S``)."""
+        if not self.settings.index.seed or self._seed is not None:
+            return self._seed
+        failed = self._seed_failed_at
+        if failed is not None and time.monotonic() - failed < SEED_RETRY_S:
+            return None
+        try:
+            seed = Seed.from_settings(self.settings)
+            seed.check_model(self.embedder.model_id, self.embedder.dimension)
+        except SeedUnusable as exc:
+            self._seed_unusable(str(exc), report)
+            return None
+        log.info("seed_opened", seed=seed.uri, model=seed.model_id)
+        self._seed, self._seed_failed_at, self.seed_problem = seed, None, None
+        report.seed_skipped = None
+        return seed
+
+    def _seed_unusable(self, reason: str, report: SyncReport) -> None:
+        """Index without the seed for now, saying why (in the log and the sync report)."""
+        log.warning("seed_skipped", seed=self.settings.index.seed, reason=reason)
+        self._seed, self._seed_failed_at = None, time.monotonic()
+        self.seed_problem = report.seed_skipped = reason
+
 
 class _Meter:
     """Turns a sync's counts into ``SyncProgress`` for the caller, and a log line every
@@ -703,7 +782,7 @@ class _Meter:
             files_total=self.total,
             chunks=r.chunks,
             embedded=r.embedded,
-            reused=r.reused,
+            reused=r.reused + r.seeded,
             seconds=now - self.started,
             activity=activity,
         )

@@ -276,6 +276,22 @@ class IndexStore:
         crashpoint("fts_index.after")
         return True
 
+    @translating("indexing embed_hash")
+    def ensure_embed_hash_index(self) -> bool:
+        """A BTree on ``embed_hash``, so an index serving as another's seed
+        (``storage/seed.py``) answers bulk lookups by hash without scanning the table.
+
+        Made once, when the table is new (on an empty table it costs nothing), or once
+        on an older index; folds keep it current (they update every non-FTS index).
+        Returns whether it was made now.
+        """
+        if not self.has_chunks() or any(ix.columns == ["embed_hash"] for ix in self._indices()):
+            return False
+        from lancedb.index import BTree
+
+        self._open(S.CHUNKS).create_index("embed_hash", config=BTree(), replace=True)
+        return True
+
     @translating("building the vector index")
     def build_vector_index(self) -> None:
         """An IVF-PQ cosine index on ``vector`` (slow to build: never in the write path)."""

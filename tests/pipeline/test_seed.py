@@ -1,0 +1,217 @@
+"""Seeding (``index.seed``): vectors come from another index, only the local delta is embedded.
+
+A seed index is built from a repository of real code (standard-library modules); a
+clone one commit ahead is indexed with it. Only chunks whose text the seed lacks are
+embedded, search is identical to an index built from scratch, and a seed that cannot
+serve (missing, another model, an older schema, on a real S3 server) is handled.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from tests.conftest import GIT_ENV, Indexer, Repo, S3Server
+
+from codechunkd.config import Settings, load_settings
+from codechunkd.pipeline.sync import SyncReport
+from codechunkd.storage import schema as S
+from codechunkd.storage.reader import Index
+from codechunkd.storage.search import Mode
+from codechunkd.storage.store import IndexStore
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+FILES = ["fnmatch.py", "bisect.py", "colorsys.py"]
+UNCHANGED = {"fnmatch.py", "bisect.py"}
+QUERIES = [
+    "translate a shell wildcard pattern into a regular expression",
+    "insert an item into a sorted list keeping it sorted",
+    "convert a colour from RGB to HSV",
+    "fnmatchcase",
+    "clamp a value between two bounds",
+]
+
+
+@dataclass
+class Scenario:
+    seed_dir: Path
+    seed_hashes: set[str]
+    clone: Path
+    seeded: Indexer
+    report: SyncReport
+    scratch: Indexer
+    scratch_report: SyncReport
+
+
+def _settings(index: Path, **overrides: object) -> Settings:
+    return load_settings(env={}, overrides={"index.dir": str(index), **overrides})
+
+
+def _hashes(store: IndexStore) -> set[str]:
+    return set(store.scan_chunks(None, ["embed_hash"]).column("embed_hash").to_pylist())
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[Scenario]:  # type: ignore[no-untyped-def]
+    """A seed index of ``main``; a clone one commit ahead, indexed with the seed and without."""
+    root = tmp_path_factory.mktemp("seed")
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in GIT_ENV.items():
+            mp.setenv(k, v)
+        origin = Repo(root / "origin")
+        for name in FILES:
+            shutil.copyfile(STDLIB / name, origin.path / name)
+        origin.commit("stdlib sample")
+        seed = Indexer(_settings(root / "seed"), embedder)
+        seed.sync(origin.path)
+        seed.close()
+        origin.git("clone", "-q", str(origin.path), str(root / "clone"))
+        clone = Repo(root / "clone")  # `git init` in a clone changes nothing
+        text = (clone.path / "colorsys.py").read_text()
+        clone.write("colorsys.py", text.replace("ONE_THIRD = 1.0/3.0", "ONE_THIRD = 1/3"))
+        clone.write("clamp.py", "def clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n")
+        clone.commit("one commit ahead")
+    seeded = Indexer(_settings(root / "seeded", **{"index.seed": str(root / "seed")}), embedder)
+    report = seeded.sync(clone.path)
+    scratch = Indexer(_settings(root / "scratch"), embedder)
+    scratch_report = scratch.sync(clone.path)
+    yield Scenario(
+        seed_dir=root / "seed",
+        seed_hashes=_hashes(seed.store),
+        clone=clone.path,
+        seeded=seeded,
+        report=report,
+        scratch=scratch,
+        scratch_report=scratch_report,
+    )
+    seeded.close()
+    scratch.close()
+
+
+def test_clone_embeds_only_text_the_seed_lacks(scenario: Scenario) -> None:
+    """Chunks whose text is in the seed are taken from it (0 embedded for unchanged files);
+    only the new text is embedded, and the report counts both."""
+    r = scenario.report
+    rows = scenario.seeded.store.scan_chunks(None, ["path", "embed_hash"]).to_pylist()
+    new = {row["embed_hash"] for row in rows} - scenario.seed_hashes
+    assert r.seed_skipped is None
+    assert 0 < len(new) < len(rows)
+    assert len(new) == r.embedded
+    assert sum(row["embed_hash"] not in new for row in rows) == r.seeded
+    assert r.seeded + r.embedded + r.reused == r.chunks == len(rows)
+    assert all(
+        row["embed_hash"] in scenario.seed_hashes for row in rows if row["path"] in UNCHANGED
+    )
+    assert {row["path"] for row in rows if row["embed_hash"] in new} <= {"colorsys.py", "clamp.py"}
+    assert scenario.scratch_report.seeded == 0
+    assert scenario.scratch_report.embedded == len({row["embed_hash"] for row in rows})
+
+
+def test_seeded_search_is_identical_to_scratch(scenario: Scenario, embedder) -> None:  # type: ignore[no-untyped-def]
+    """The seeded index answers every query with the same ids in the same order as an index
+    of the same clone built from scratch (its vectors are the same vectors)."""
+    seeded = Index(scenario.seeded.store, scenario.seeded.syncer.settings, embedder)
+    scratch = Index(scenario.scratch.store, scenario.scratch.syncer.settings, embedder)
+    for query in QUERIES:
+        for mode in (Mode.HYBRID, Mode.VECTOR):
+            got = [h.id for h in seeded.search(query, k=8, mode=mode)]
+            want = [h.id for h in scratch.search(query, k=8, mode=mode)]
+            assert want, query
+            assert want == got, (query, mode)
+
+
+def _older_schema(path: Path) -> None:
+    """A real LanceDB ``chunks`` table stamped with schema version 0."""
+    from codechunkd.storage._lancedb import import_lancedb
+
+    schema = S.chunks_schema(384, "sentence-transformers/all-MiniLM-L6-v2")
+    meta = {**(schema.metadata or {}), S.META_VERSION: b"0"}
+    import_lancedb().connect(str(path)).create_table(
+        S.CHUNKS, schema=pa.schema(schema, metadata=meta)
+    )
+
+
+def _other_model(path: Path) -> None:
+    """A real index (empty) whose vectors are another model's."""
+    IndexStore(str(path)).ensure_writable("acme/other-model", 384)
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (None, "no index at"),
+        (_other_model, "acme/other-model"),
+        (_older_schema, "schema version 0"),
+    ],
+)
+def test_unusable_seed_is_reported_and_skipped(  # type: ignore[no-untyped-def]
+    make, reason: str, repo: Repo, tmp_path: Path, embedder
+) -> None:
+    """A missing, other-model or older-schema seed is reported in the sync report and
+    skipped: every chunk is embedded here and the missing path is not created."""
+    seed = tmp_path / "seed"
+    if make is not None:
+        make(seed)
+    repo.write("a.py", "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n")
+    repo.commit()
+    ix = Indexer(_settings(tmp_path / "index", **{"index.seed": str(seed)}), embedder)
+    try:
+        report = ix.sync(repo.path)
+    finally:
+        ix.close()
+    assert report.seed_skipped is not None and reason in report.seed_skipped
+    assert report.as_dict()["seed_skipped"] == report.seed_skipped
+    assert (0, report.chunks) == (report.seeded, report.embedded + report.reused)
+    assert report.embedded > 0
+    assert make is not None or not seed.exists()
+
+
+@pytest.mark.slow
+def test_seed_on_a_real_s3_server(  # type: ignore[no-untyped-def]
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, repo: Repo, tmp_path: Path, embedder
+) -> None:
+    """A seed on S3 (SeaweedFS on 127.0.0.1), reached with the object_store settings:
+    a second index of the same content embeds nothing."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    prefix = f"seed-{uuid.uuid4().hex[:10]}"
+    repo.write("a.py", "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n")
+    repo.commit()
+    ci = Indexer(s3_server.settings(prefix), embedder)
+    try:
+        ci.sync(repo.path)
+    finally:
+        ci.close()
+    laptop_settings = s3_server.settings(
+        prefix, **{"index.dir": str(tmp_path / "local"), "index.seed": f"s3://idx/{prefix}"}
+    )
+    laptop = Indexer(laptop_settings, embedder)
+    try:
+        report = laptop.sync(repo.path)
+    finally:
+        laptop.close()
+    assert report.seed_skipped is None
+    assert (report.embedded, report.seeded) == (0, report.chunks)
+    assert report.chunks > 0
+
+
+def test_index_command_takes_seed_flag(scenario: Scenario, tmp_path: Path) -> None:
+    """`codechunkd index --seed DIR` (a real child process) seeds as the setting does and
+    prints how many chunks came from the seed."""
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "codechunkd")
+    cmd = [exe, "index", str(scenario.clone), "--index-dir", str(tmp_path / "ix")]
+    out = subprocess.run(
+        [*cmd, "--seed", str(scenario.seed_dir)], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{scenario.report.seeded} from the seed" in out.stdout
+    assert f"{scenario.report.embedded} embedded" in out.stdout
