@@ -69,6 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="take vectors from this other index (directory or s3://) before embedding "
         "(setting index.seed)",
     )
+    p.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        help="local: this process; ray: read, chunk and embed on a Ray cluster "
+        "(setting index.engine; needs codechunkd[ray])",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --engine ray: the cluster to join (default $RAY_ADDRESS, else a local one)",
+    )
     _common(p)
 
     p = sub.add_parser("search", help="search the index (hybrid: vectors + full text)")
@@ -310,8 +321,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
         bar = _ProgressBar()
         try:
-            syncer = Syncer(settings, store, embedder, cache)
-            report = syncer.sync(git, progress=bar)
+            if (args.engine or settings.index.engine) == "ray":
+                from codechunkd.pipeline.distributed import RaySyncer, ray_session
+
+                with ray_session(args.address):
+                    report = RaySyncer(settings, store, embedder, cache).sync(git, progress=bar)
+            else:
+                syncer = Syncer(settings, store, embedder, cache)
+                report = syncer.sync(git, progress=bar)
         except KeyboardInterrupt:
             if bar.enabled and bar.last is not None:
                 sys.stderr.write("\n")

@@ -19,6 +19,7 @@ from typing import Any
 
 from codechunkd.config.settings import (
     BUNDLED_MODEL,
+    ENGINES,
     WATCHERS,
     Settings,
     default_config_path,
@@ -304,6 +305,11 @@ def validate(s: Settings) -> None:
         )
     if not s.index.dir:
         raise ConfigError("setting 'index.dir' must not be empty", key="index.dir")
+    if s.index.engine not in ENGINES:
+        raise ConfigError(
+            f"setting 'index.engine' must be one of {', '.join(ENGINES)}, got {s.index.engine!r}",
+            key="index.engine",
+        )
     if s.daemon.watcher not in WATCHERS:
         raise ConfigError(
             f"setting 'daemon.watcher' must be one of {', '.join(WATCHERS)}, "

@@ -20,6 +20,9 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 #: ``daemon.watcher``'s choices (see ``codechunkd.daemon.watcher``).
 WATCHERS = ("auto", "inotify", "native", "polling")
 
+#: ``index.engine``'s choices (see ``codechunkd.pipeline.distributed``).
+ENGINES = ("local", "ray")
+
 
 def default_index_dir() -> str:
     """``$XDG_DATA_HOME/codechunkd/index``; on macOS ``~/Library/Application Support/…``."""
@@ -64,6 +67,10 @@ class IndexSettings:
     does not hold are embedded here. A seed that cannot be read, of an older schema or of
     another embedding model is reported (``seed`` in the sync report) and skipped; empty:
     no seed."""
+    engine: str = "local"
+    """What runs a ``codechunkd index``: ``local`` (this process) or ``ray`` (reading,
+    chunking and embedding spread over a Ray cluster, rows written here; needs the
+    ``codechunkd[ray]`` extra; see docs/operations.md). The daemon always runs locally."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

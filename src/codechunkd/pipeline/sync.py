@@ -593,6 +593,14 @@ class Syncer:
                 with contextlib.suppress(queue.Empty):
                     out.get(timeout=0.05)
 
+    def index_files(
+        self, git: GitSource, versions: Sequence[FileVersion], report: SyncReport
+    ) -> list[IndexedFile]:
+        """Read, chunk and embed ``versions``: the rows ``write_batch`` takes, written by the
+        caller (a Ray worker's half of ``pipeline/distributed.py``; ``_apply`` overlaps the two
+        halves on one machine instead)."""
+        return self._embed([self._index_file(git, v, report) for v in versions], report)
+
     # -- one file -------------------------------------------------------------
 
     def _index_file(self, git: GitSource, version: FileVersion, report: SyncReport) -> Chunked:

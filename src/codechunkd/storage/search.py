@@ -44,7 +44,9 @@ PROSE_LANGUAGES = frozenset({"markdown", "rst", "text"})
 PROSE_WEIGHT = 1.0
 """Scale of a prose chunk's fused score for a query that does not ask for docs. Not tuned
 yet: 0.7 put code first for code questions but cost doc-seeking questions phrased as prose
-(no doc words) a third of their Recall@5 (bench/search_quality.py, docs/operations.md)."""
+(no doc words) a third of their Recall@5 (bench/search_quality.py, docs/operations.md).
+Rules that also weigh the hits (agreement of the retrievers, comparable code strength, the
+share of prose at the top) cost doc questions too (bench/prose_rules.py, Measured)."""
 _DOC_INTENT = re.compile(
     r"\b(install\w*|configur\w*|set ?up|settings?|getting started|quick ?start|tutorials?|guides?"
     r"|docs?|documentation|readme|faq|changelog|release notes|migrat\w*|upgrad\w*|overview"

@@ -1,0 +1,189 @@
+"""Rules that would rank code above prose for code questions, scored offline (#17).
+
+    .venv/bin/python bench/search_quality.py --split tune --keep /tmp/sq/tune --only x
+    .venv/bin/python bench/prose_rules.py --split tune --keep /tmp/sq/tune
+
+Reads the index that ``search_quality.py --keep`` built, takes each query's vector and
+full-text rankings once (``Searcher._vector``/``_text``, the product's own retrievers), then
+fuses them as ``Searcher.search`` does (RRF, glue weight, ``merge_adjacent``) under each
+candidate prose rule, for queries that do not ask for docs (``wants_prose``).  Prints R@5
+of code-seeking and doc-seeking queries per rule; ``old`` is today's ranking.  Tune on
+``--split tune`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codechunkd.config import load_settings
+from codechunkd.embedding.embedder import make_embedder
+from codechunkd.storage.search import (
+    PROSE_LANGUAGES,
+    RRF_K,
+    Filters,
+    Hit,
+    Searcher,
+    _rows_to_hits,
+    kind_weight,
+    merge_adjacent,
+    wants_prose,
+)
+from codechunkd.storage.store import IndexStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from search_quality import SPLITS, THIRD_PARTY, Query, build_repo
+
+Rows = list[dict[str, Any]]
+Rule = Callable[[dict[str, float], dict[str, dict[str, Any]], dict[str, list[int | None]]], None]
+
+
+def prose(row: dict[str, Any]) -> bool:
+    return row["language"] in PROSE_LANGUAGES
+
+
+def fuse(vrows: Rows, trows: Rows, text: str, rule: Rule) -> list[Hit]:
+    """``Searcher.search``'s fusion (less symbol boosts), with ``rule`` on the scores."""
+    scores: dict[str, float] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    ranks: dict[str, list[int | None]] = {}
+    for which, ranking in enumerate((vrows, trows)):
+        for r, row in enumerate(ranking):
+            scores[row["id"]] = scores.get(row["id"], 0.0) + 1 / (RRF_K + r + 1)
+            rows.setdefault(row["id"], row)
+            ranks.setdefault(row["id"], [None, None])[which] = r
+    for rid, row in rows.items():
+        if not prose(row):
+            scores[rid] *= kind_weight(row["kind"])
+    if not wants_prose(text, Filters()):
+        rule(scores, rows, ranks)
+    order = sorted(scores, key=lambda r: -scores[r])
+    return merge_adjacent(_rows_to_hits([rows[r] for r in order], scores))[:10]
+
+
+def _scale_prose(scores: dict[str, float], rows: dict[str, dict[str, Any]], w: float) -> None:
+    for rid, row in rows.items():
+        if prose(row):
+            scores[rid] *= w
+
+
+def old(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+    """Today's ranking: no prose rule."""
+
+
+def fixed(w: float) -> Rule:
+    """Every prose hit scaled by ``w``."""
+    return lambda scores, rows, ranks: _scale_prose(scores, rows, w)
+
+
+def agreed(ranks: dict[str, list[int | None]], rid: str, top: int) -> bool:
+    return all(r is not None and r < top for r in ranks[rid])
+
+
+def agree_exempt(w: float, top: int) -> Rule:
+    """Prose scaled by ``w`` unless both retrievers rank it in their first ``top``."""
+
+    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+        for rid, row in rows.items():
+            if prose(row) and not agreed(ranks, rid, top):
+                scores[rid] *= w
+
+    return rule
+
+
+def code_agree(w: float, top: int) -> Rule:
+    """Prose that one retriever likes scaled by ``w``, only when both agree on some code."""
+
+    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+        if any(agreed(ranks, r, top) for r, row in rows.items() if not prose(row)):
+            for rid, row in rows.items():
+                if prose(row) and not agreed(ranks, rid, top):
+                    scores[rid] *= w
+
+    return rule
+
+
+def comparable(w: float, c: float) -> Rule:
+    """Prose scaled by ``w`` only when the best code hit's fused score is >= ``c`` x prose's."""
+
+    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+        code = max((s for r, s in scores.items() if not prose(rows[r])), default=0.0)
+        best = max((s for r, s in scores.items() if prose(rows[r])), default=0.0)
+        if code >= c * best:
+            _scale_prose(scores, rows, w)
+
+    return rule
+
+
+def share(w: float, n: int, th: float) -> Rule:
+    """Prose scaled by ``w`` when at most ``th`` of the first ``n`` fused hits are prose."""
+
+    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+        top = sorted(rows, key=lambda r: -scores[r])[:n]
+        if sum(prose(rows[r]) for r in top) <= th * max(1, len(top)):
+            _scale_prose(scores, rows, w)
+
+    return rule
+
+
+def rules() -> dict[str, Rule]:
+    out: dict[str, Rule] = {"old": old}
+    for w in (0.5, 0.7, 0.8, 0.9):
+        out[f"fixed w={w}"] = fixed(w)
+    for w in (0.5, 0.7, 0.8):
+        for top in (1, 3, 5, 10):
+            out[f"agree_exempt w={w} top={top}"] = agree_exempt(w, top)
+            out[f"code_agree w={w} top={top}"] = code_agree(w, top)
+        for c in (0.8, 0.9, 1.0):
+            out[f"comparable w={w} c={c}"] = comparable(w, c)
+        for n in (5, 10):
+            for th in (0.2, 0.4):
+                out[f"share w={w} n={n} th={th}"] = share(w, n, th)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--split", choices=sorted(SPLITS), default="tune")
+    ap.add_argument("--keep", type=Path, required=True, help="search_quality.py's --keep dir")
+    ap.add_argument("--files", type=int, default=120)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-"))
+    queries: list[Query] = []
+    for name in SPLITS[args.split]:  # the same queries, pointed at the kept repositories
+        for q in build_repo(THIRD_PARTY / name, tmp / name, args.files, args.seed):
+            queries.append(dataclasses.replace(q, repo=str(args.keep / name)))
+    settings = load_settings(env={}, overrides={"index.dir": str(args.keep / "index")})
+    searcher = Searcher(IndexStore(str(args.keep / "index")))
+    vectors = make_embedder(settings.embedding).embed([q.text for q in queries])
+    where = "synthetic = false"
+    data = [
+        (q, searcher._vector(v, 50, where), searcher._text(q.text, 50, where))
+        for q, v in zip(queries, vectors, strict=True)
+    ]
+    print(
+        f"split {args.split}: {sum(q.kind == 'code' for q in queries)} code-seeking, "
+        f"{sum(q.kind == 'doc' for q in queries)} doc-seeking queries; R@5"
+    )
+    for name, rule in rules().items():
+        r5 = {}
+        for kind in ("code", "doc"):
+            hits_at = [
+                next((i for i, h in enumerate(fuse(v, t, q.text, rule)) if q.answered_by(h)), 99)
+                for q, v, t in data
+                if q.kind == kind
+            ]
+            r5[kind] = float(np.mean([r < 5 for r in hits_at]))
+        print(f"  {name:30} code {r5['code']:.3f}  doc {r5['doc']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
