@@ -350,3 +350,18 @@ def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
         for mode in (Mode.TEXT, Mode.HYBRID):
             assert any(h.symbol == name for h in searcher.search(name, query, k=5, mode=mode))
     ix.close()
+
+
+def test_a_big_change_starts_with_small_batches_that_double() -> None:
+    """The first batch is small (searchable sooner), then sizes double up to the setting."""
+    from codechunkd.git.changes import Entry, FileVersion
+    from codechunkd.pipeline.sync import _slices
+
+    files = [
+        FileVersion(path=f"f{i}.py", blob=f"{i:040x}", entry=Entry.FILE, dirty=False)
+        for i in range(100)
+    ]
+    sizes = [len(s) for s in _slices(files, 32, first=8)]
+    assert sizes == [8, 16, 32, 32, 12]
+    assert [v for s in _slices(files, 32, first=8) for v in s] == files
+    assert [len(s) for s in _slices(files[:5], 2, first=8)] == [2, 2, 1]

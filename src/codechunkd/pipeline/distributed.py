@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -64,7 +65,10 @@ def ray_session(address: str | None) -> Iterator[None]:
         yield
         return
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        with warnings.catch_warnings():
+            # a local cluster's processes are forked and exec at once: Lance is never used there
+            warnings.filterwarnings("ignore", "lance is not fork-safe", UserWarning)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
     try:
