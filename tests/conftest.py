@@ -7,8 +7,9 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -356,3 +357,27 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     server.start()
     yield server
     server.stop()
+
+
+def run_service(service: Any, drive: Callable[[], None]) -> int:
+    """Run a real ``Service`` in this thread (it must own the signals) while ``drive`` acts on
+    it from another; SIGTERM ends it when ``drive`` returns or fails.  Returns the exit code,
+    after asserting that ``drive`` raised nothing."""
+    import signal
+
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            drive()
+        except BaseException as exc:  # reported by this thread
+            errors.append(exc)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    driver = threading.Thread(target=target)
+    driver.start()
+    code: int = service.run()
+    driver.join(timeout=30)
+    assert not errors, errors
+    return code

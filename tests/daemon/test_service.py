@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from tests.conftest import Repo
+from tests.conftest import Repo, run_service
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.daemon.control import SourceSpec, request, write_sources
@@ -140,34 +140,23 @@ def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index
         specs=[SourceSpec.parse(str(repo.path))],
         load_settings=lambda: load_settings(env=env, overrides=overrides),
     )
-    errors: list[BaseException] = []
 
     def paths() -> set[str]:
         hits = request(service.paths.socket, {"cmd": "search", "query": "quokka", "k": 20})
         return {h["path"] for h in hits["hits"]}
 
     def drive() -> None:
-        try:
-            wait_for(service.ready.is_set, "ready")
-            wait_for(lambda: "secret/keys.py" in paths(), "the file indexed")
-            env["CODECHUNKD_FILES_EXCLUDE"] = "secret/*"
-            os.kill(os.getpid(), signal.SIGHUP)
-            wait_for(lambda: "secret/keys.py" not in paths(), "the excluded file gone")
-            assert "app.py" in {
-                h["path"]
-                for h in request(service.paths.socket, {"cmd": "search", "query": "serve"})["hits"]
-            }
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)
+        wait_for(service.ready.is_set, "ready")
+        wait_for(lambda: "secret/keys.py" in paths(), "the file indexed")
+        env["CODECHUNKD_FILES_EXCLUDE"] = "secret/*"
+        os.kill(os.getpid(), signal.SIGHUP)
+        wait_for(lambda: "secret/keys.py" not in paths(), "the excluded file gone")
+        assert "app.py" in {
+            h["path"]
+            for h in request(service.paths.socket, {"cmd": "search", "query": "serve"})["hits"]
+        }
 
-    driver = threading.Thread(target=drive)
-    driver.start()
-    code = service.run()
-    driver.join(timeout=30)
-    assert not errors, errors
-    assert code == 0
+    assert run_service(service, drive) == 0
 
 
 @pytest.mark.slow

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Indexer, Repo, S3Server
+from tests.conftest import Indexer, Repo, S3Server, run_service
 
 from codechunkd.config import Settings
 from codechunkd.daemon.status import EXIT_STOPPED
@@ -218,33 +216,22 @@ def test_a_daemon_on_s3_holds_the_lease_and_a_second_writer_is_refused(
         specs=[SourceSpec.parse(str(repo.path))],
         load_settings=lambda: s3.settings(prefix, **daemon),
     )
-    errors: list[BaseException] = []
     refused: list[subprocess.CompletedProcess[str]] = []
 
     def drive() -> None:
-        try:
-            wait_for(service.ready.is_set, "ready", timeout=120)
-            refused.append(_cli(_cli_env(s3, prefix), "index", str(other.path)))
-            sock = service.paths.socket
-            repo.write("app.py", "def serve_forever():\n    return 'second_gecko'\n")
-            wait_for(
-                lambda: any(
-                    "second_gecko" in h["content"]
-                    for h in request(sock, {"cmd": "search", "query": "serve", "k": 5})["hits"]
-                ),
-                "the edit searchable",
-            )
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)
+        wait_for(service.ready.is_set, "ready", timeout=120)
+        refused.append(_cli(_cli_env(s3, prefix), "index", str(other.path)))
+        sock = service.paths.socket
+        repo.write("app.py", "def serve_forever():\n    return 'second_gecko'\n")
+        wait_for(
+            lambda: any(
+                "second_gecko" in h["content"]
+                for h in request(sock, {"cmd": "search", "query": "serve", "k": 5})["hits"]
+            ),
+            "the edit searchable",
+        )
 
-    driver = threading.Thread(target=drive)
-    driver.start()
-    code = service.run()
-    driver.join(timeout=30)
-    assert not errors, errors
-    assert code == 0
+    assert run_service(service, drive) == 0
     assert refused[0].returncode == 5, refused[0].stderr
     assert f"codechunkd run (pid {os.getpid()} on {socket.gethostname()}" in refused[0].stderr
     assert "Traceback" not in refused[0].stderr
