@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -381,3 +382,18 @@ def run_service(service: Any, drive: Callable[[], None]) -> int:
     driver.join(timeout=30)
     assert not errors, errors
     return code
+
+
+def unprivileged(argv: list[str]) -> list[str]:
+    """``argv`` run so that a mode-000 file cannot be opened.
+
+    root ignores file modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: as
+    root the command runs with both dropped from its bounding set (``setpriv``),
+    which makes ``open()`` of a mode-000 file fail with EACCES as it does for a user.
+    """
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a file unreadable")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]

@@ -12,27 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import Repo
+from tests.conftest import Repo, unprivileged
 
 from codechunkd.git.changes import UNREADABLE, Entry, FileVersion, GitSource
 from codechunkd.git.files import read_text
 
 LIMIT = 1_000_000
-
-
-def unprivileged(argv: list[str]) -> list[str]:
-    """``argv`` run so that a mode-000 file cannot be opened.
-
-    root ignores file modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: as
-    root the command runs with both dropped from its bounding set (``setpriv``),
-    which makes ``open()`` of a mode-000 file fail with EACCES as it does for a user.
-    """
-    if os.geteuid() != 0:
-        return argv
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: cannot make a file unreadable")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
 
 
 def test_file_under_a_symlinked_directory_is_not_in_the_tree(repo: Repo, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, unprivileged
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder
@@ -22,21 +22,6 @@ from codechunkd.pipeline.sync import SyncProgress
 from codechunkd.pipeline.verify import verify
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
-
-
-def unprivileged(argv: list[str]) -> list[str]:
-    """``argv`` run so that a mode-000 file cannot be opened.
-
-    root ignores file modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: as
-    root the command runs with both dropped from its bounding set (``setpriv``),
-    which makes ``open()`` of a mode-000 file fail with EACCES as it does for a user.
-    """
-    if os.geteuid() != 0:
-        return argv
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: cannot make a file unreadable")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
 
 
 def _contents(ix: Indexer) -> list[str]:
