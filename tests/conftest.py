@@ -397,3 +397,16 @@ def unprivileged(argv: list[str]) -> list[str]:
     if setpriv is None:
         pytest.skip("running as root without setpriv: cannot make a file unreadable")
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """Poll ``pred`` until it returns something true (and return it), or fail after ``timeout``
+    seconds naming ``what`` and the last value seen."""
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

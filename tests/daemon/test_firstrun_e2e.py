@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Repo
-from tests.daemon.test_service_e2e import EXE, Daemon, cli, wait_for
+from tests.conftest import Repo, wait_for
+from tests.daemon.test_service_e2e import EXE, Daemon, cli
 
 from codechunkd.chunking.chunker import chunk
 from codechunkd.chunking.languages import detect_language

@@ -5,29 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from tests.conftest import Repo, run_service
+from tests.conftest import Repo, run_service, wait_for
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.daemon.control import SourceSpec, request, write_sources
 from codechunkd.daemon.service import LockedEmbedder, Service, capture_signals
 from codechunkd.storage.lock import WriterLock
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_signal_handlers_only_set_flags(settings: Settings) -> None:

@@ -15,12 +15,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Repo
+from tests.conftest import Repo, wait_for
 
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.daemon.status import EXIT_FRESH, EXIT_STOPPED
@@ -28,17 +28,6 @@ from codechunkd.daemon.status import EXIT_FRESH, EXIT_STOPPED
 pytestmark = pytest.mark.slow
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class Daemon:

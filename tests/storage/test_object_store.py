@@ -15,13 +15,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.conftest import Indexer, Repo, S3Server, run_service
+from tests.conftest import Indexer, Repo, S3Server, run_service, wait_for
 
 from codechunkd.config import Settings
 from codechunkd.daemon.status import EXIT_STOPPED
@@ -36,16 +35,6 @@ from codechunkd.storage.reader import open_index
 from codechunkd.storage.store import IndexStore
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
-
-
-def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
