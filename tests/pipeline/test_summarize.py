@@ -193,6 +193,7 @@ def test_stale_chunks_are_summarized_written_and_searchable(
     assert (run.stale, run.requested, run.written, run.backlog, run.failed) == (N, N, N, 0, 0)
     assert run.tokens > 0
     assert llm_symbols(indexer) == EXPECTED
+    assert indexer.store.unindexed() == (0, 0)  # the full-text index covers the rewritten rows
     table = rows(indexer)
     for sym in EXPECTED:
         r = table[sym]

@@ -341,6 +341,7 @@ class Summarizer:
             }
         )
         self.store.update_chunks(table)
+        self.store.index_text()  # the rewritten rows' summaries are searchable by text at once
         return len(full)
 
     def _plan(self, todo: dict[str, str], budget: Budget, run: SummaryRun) -> list[_Item]:
