@@ -7,14 +7,17 @@ Reads the index that ``search_quality.py --keep`` built, takes each query's vect
 full-text rankings once (``Searcher._vector``/``_text``, the product's own retrievers), then
 fuses them as ``Searcher.search`` does (RRF, glue weight, ``merge_adjacent``) under each
 candidate prose rule, for queries that do not ask for docs (``wants_prose``).  Prints R@5
-of code-seeking and doc-seeking queries per rule; ``old`` is today's ranking.  Tune on
-``--split tune`` only.
+of code-seeking and doc-seeking queries per rule; ``old`` is the ranking before #17 and
+``query_verb w=0.8`` the rule ``Searcher.search`` keeps (``asks_for_code``,
+``PROSE_WEIGHT``): the only one that lifted code questions and kept doc questions whole.
+Tune on ``--split tune`` only.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -32,6 +35,7 @@ from codechunkd.storage.search import (
     Hit,
     Searcher,
     _rows_to_hits,
+    asks_for_code,
     kind_weight,
     merge_adjacent,
     wants_prose,
@@ -42,7 +46,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from search_quality import SPLITS, THIRD_PARTY, Query, build_repo
 
 Rows = list[dict[str, Any]]
-Rule = Callable[[dict[str, float], dict[str, dict[str, Any]], dict[str, list[int | None]]], None]
+Rule = Callable[
+    [dict[str, float], dict[str, dict[str, Any]], dict[str, list[int | None]], str], None
+]
+"""A rule rescales the fused ``scores`` of ``rows`` given their ``ranks`` and the query."""
 
 
 def prose(row: dict[str, Any]) -> bool:
@@ -63,7 +70,7 @@ def fuse(vrows: Rows, trows: Rows, text: str, rule: Rule) -> list[Hit]:
         if not prose(row):
             scores[rid] *= kind_weight(row["kind"])
     if not wants_prose(text, Filters()):
-        rule(scores, rows, ranks)
+        rule(scores, rows, ranks, text)
     order = sorted(scores, key=lambda r: -scores[r])
     return merge_adjacent(_rows_to_hits([rows[r] for r in order], scores))[:10]
 
@@ -74,13 +81,13 @@ def _scale_prose(scores: dict[str, float], rows: dict[str, dict[str, Any]], w: f
             scores[rid] *= w
 
 
-def old(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
-    """Today's ranking: no prose rule."""
+def old(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str) -> None:
+    """The ranking before #17: no prose rule."""
 
 
 def fixed(w: float) -> Rule:
     """Every prose hit scaled by ``w``."""
-    return lambda scores, rows, ranks: _scale_prose(scores, rows, w)
+    return lambda scores, rows, ranks, text: _scale_prose(scores, rows, w)
 
 
 def agreed(ranks: dict[str, list[int | None]], rid: str, top: int) -> bool:
@@ -90,7 +97,9 @@ def agreed(ranks: dict[str, list[int | None]], rid: str, top: int) -> bool:
 def agree_exempt(w: float, top: int) -> Rule:
     """Prose scaled by ``w`` unless both retrievers rank it in their first ``top``."""
 
-    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
         for rid, row in rows.items():
             if prose(row) and not agreed(ranks, rid, top):
                 scores[rid] *= w
@@ -101,7 +110,9 @@ def agree_exempt(w: float, top: int) -> Rule:
 def code_agree(w: float, top: int) -> Rule:
     """Prose that one retriever likes scaled by ``w``, only when both agree on some code."""
 
-    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
         if any(agreed(ranks, r, top) for r, row in rows.items() if not prose(row)):
             for rid, row in rows.items():
                 if prose(row) and not agreed(ranks, rid, top):
@@ -113,7 +124,9 @@ def code_agree(w: float, top: int) -> Rule:
 def comparable(w: float, c: float) -> Rule:
     """Prose scaled by ``w`` only when the best code hit's fused score is >= ``c`` x prose's."""
 
-    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
         code = max((s for r, s in scores.items() if not prose(rows[r])), default=0.0)
         best = max((s for r, s in scores.items() if prose(rows[r])), default=0.0)
         if code >= c * best:
@@ -125,10 +138,64 @@ def comparable(w: float, c: float) -> Rule:
 def share(w: float, n: int, th: float) -> Rule:
     """Prose scaled by ``w`` when at most ``th`` of the first ``n`` fused hits are prose."""
 
-    def rule(scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any]) -> None:
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
         top = sorted(rows, key=lambda r: -scores[r])[:n]
         if sum(prose(rows[r]) for r in top) <= th * max(1, len(top)):
             _scale_prose(scores, rows, w)
+
+    return rule
+
+
+def query_verb(w: float) -> Rule:
+    """Prose scaled by ``w`` when the query starts as code questions do (``asks_for_code``):
+    the rule ``Searcher.search`` keeps (``PROSE_WEIGHT``)."""
+
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
+        if asks_for_code(text):
+            _scale_prose(scores, rows, w)
+
+    return rule
+
+
+_MARKED = re.compile(r"``([^`\n]+)``|`([^`\n]+)`|\b([A-Za-z_][\w.]*)\(")
+
+
+def named_symbols(content: str) -> set[str]:
+    """Identifiers a prose chunk marks as code: ``x``, `x`, :func:`a.x`, ``x(``; last part."""
+    out = set()
+    for m in _MARKED.finditer(content):
+        span = next(g for g in m.groups() if g).strip().lstrip("~")
+        for part in re.split(r"[\s(),=]+", span):
+            last = re.split(r"[.:]+", part)[-1]
+            if re.fullmatch(r"[A-Za-z_]\w*", last):
+                out.add(last)
+    return out
+
+
+def link(top: int, per_prose: int) -> Rule:
+    """Link-aware: a prose hit in the first ``top`` that names a symbol defined by a code
+    candidate lifts that code (at most ``per_prose`` of it) to just above itself."""
+
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
+        order = sorted(rows, key=lambda r: -scores[r])
+        by_name: dict[str, list[str]] = {}
+        for rid in order:
+            if not prose(rows[rid]) and rows[rid]["symbol"]:
+                by_name.setdefault(rows[rid]["symbol"].split(".")[-1], []).append(rid)
+        lifted: set[str] = set()
+        for p in (r for r in order[:top] if prose(rows[r])):
+            code = [
+                c for n in sorted(named_symbols(rows[p]["content"])) for c in by_name.get(n, [])
+            ]
+            for c in [c for c in code if c not in lifted and scores[c] < scores[p]][:per_prose]:
+                scores[c] = scores[p] + 1e-6
+                lifted.add(c)
 
     return rule
 
@@ -146,6 +213,11 @@ def rules() -> dict[str, Rule]:
         for n in (5, 10):
             for th in (0.2, 0.4):
                 out[f"share w={w} n={n} th={th}"] = share(w, n, th)
+    for top in (1, 3, 5):
+        for per in (1, 2):
+            out[f"link top={top} per={per}"] = link(top, per)
+    for w in (0.5, 0.6, 0.7, 0.8, 0.9):
+        out[f"query_verb w={w}"] = query_verb(w)
     return out
 
 

@@ -270,12 +270,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.old_ranking:
         import codechunkd.storage.search as search_mod
 
-        search_mod.hit_weight = lambda row, prose: search_mod.kind_weight(row["kind"])
+        search_mod.hit_weight = lambda row, prose_weight: search_mod.kind_weight(row["kind"])
     if args.plain_words:
         import codechunkd.storage.search as search_mod
         import codechunkd.storage.store as store_mod
 
-        store_mod.code_words = search_mod.code_words = lambda text: ""
+        store_mod.code_words = vars(search_mod)["code_words"] = lambda text: ""
     if args.prose_weight is not None:
         import codechunkd.storage.search as search_mod
 
