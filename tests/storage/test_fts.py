@@ -126,3 +126,58 @@ def test_text_search_meets_identifiers_written_as_words_or_in_another_case(
             assert hits and hits[0].symbol == symbol, (query, [h.symbol for h in hits])
     finally:
         ix.close()
+
+
+def _old_full_text(ix: Indexer) -> None:
+    """Turn the index into one an older codechunkd wrote: rows without the code-words line
+    (before #17) under a full-text index with LanceDB's default tokenizer."""
+    import pyarrow as pa
+    from lancedb.index import FTS
+
+    from codechunkd.storage.store import code_words
+
+    old = ix.store.scan_chunks(None, ["id", "fts_text", "content"]).to_pylist()
+    texts = [r["fts_text"].removesuffix("\n" + code_words(r["content"])) for r in old]
+    ix.store.update_chunks(pa.table({"id": [r["id"] for r in old], "fts_text": texts}))
+    ix.store.chunks_table().create_index("fts_text", config=FTS(), replace=True)
+
+
+def test_an_index_with_the_old_full_text_config_is_rebuilt_to_read_identifiers(
+    repo: Repo,
+    settings: Settings,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A full-text index built with the library's default tokenizer (an older codechunkd)
+    does not find a word used only inside a camelCase call; the next sync rebuilds it with
+    the code tokenizer, which then finds it, and later rows join it tokenized the same way."""
+    repo.write(
+        "dates.ts",
+        "export function shiftDate(start: Date, n: number): Date {\n"
+        "  return addDays(start, n + countWeekendDays(start, n));\n}\n\n"
+        "export function formatStamp(d: Date): string {\n  return d.toISOString();\n}\n",
+    )
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    try:
+        ix.sync(repo.path)
+        searcher = Searcher(ix.store)
+        assert ix.store.fts_current()
+        _old_full_text(ix)
+        assert not ix.store.fts_current()
+        assert not searcher.search("weekend", None, k=3, mode=Mode.TEXT)
+
+        ix.sync(repo.path)  # nothing changed: the upkeep alone brings the index up to date
+
+        assert ix.store.fts_current()
+        hits = searcher.search("weekend", None, k=3, mode=Mode.TEXT)
+        assert [h.symbol for h in hits] == ["shiftDate"]
+        repo.write(
+            "more.ts",
+            "export function nextSlot(t: number): number {\n  return roundToQuarterHour(t);\n}\n",
+        )
+        ix.sync(repo.path)
+        assert ix.store.unindexed() == (0, 0) and ix.store.fts_current()
+        hits = searcher.search("quarter hour", None, k=3, mode=Mode.TEXT)
+        assert hits and hits[0].symbol == "nextSlot", [h.symbol for h in hits]
+    finally:
+        ix.close()

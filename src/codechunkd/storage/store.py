@@ -69,6 +69,27 @@ FTS_MERGE_FLOOR = 4096
 """A full-text delta under this many rows is always merged into an update (a cheap rewrite
 that keeps small saves from piling up one-row deltas)."""
 
+FTS_INDEX = "fts_text_idx"
+FTS_CONFIG: dict[str, Any] = {
+    "base_tokenizer": "code",
+    "split_identifiers": True,
+    "preserve_original": True,
+    "split_on_numerics": True,
+    "language": "English",
+    "stem": True,
+    "remove_stop_words": True,
+    "lower_case": True,
+    "ascii_folding": True,
+    "max_token_length": 40,
+    "with_position": False,
+}
+"""How the full-text index reads ``fts_text`` (and a query): Lance's code tokenizer cuts
+identifiers into their words and keeps them whole (``addBusinessDays`` → ``addbusinessdays
+add business days``), then English stemming and stop words (code rarely holds "the", so
+kept stop words pull the few chunks with comments up: docs/operations.md, Measured). Pinned,
+not the library's defaults, which have changed between releases: an index built otherwise is
+rebuilt by the writer (``ensure_fts``)."""
+
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -263,16 +284,20 @@ class IndexStore:
 
     @translating("building the full-text index")
     def ensure_fts(self) -> bool:
-        """Create the full-text index once the table has rows (fast enough for the write path).
+        """Create the full-text index once the table has rows (fast enough for the write path),
+        or rebuild one made with another configuration than :data:`FTS_CONFIG` (an index of an
+        older codechunkd: the same rows, tokenized as now). Returns whether it built one.
 
-        Rows written later stay searchable (scanned) until the next fold adds them.
+        Rows written later join it after each batch (``index_text``).
         """
-        if not self.has_chunks() or self.has_fts() or self._open(S.CHUNKS).count_rows() == 0:
+        if not self.has_chunks() or self._open(S.CHUNKS).count_rows() == 0:
             return False
-        from lancedb.index import FTS
-
+        if self.has_fts() and self.fts_current():
+            return False
         crashpoint("fts_index.before")
-        self._open(S.CHUNKS).create_index("fts_text", config=FTS(), replace=True)
+        self._open(S.CHUNKS).to_lance().create_scalar_index(
+            "fts_text", "INVERTED", name=FTS_INDEX, replace=True, **FTS_CONFIG
+        )
         crashpoint("fts_index.after")
         return True
 
@@ -291,6 +316,13 @@ class IndexStore:
 
         self._open(S.CHUNKS).create_index("embed_hash", config=BTree(), replace=True)
         return True
+    def fts_current(self) -> bool:
+        """Whether the full-text index tokenizes as :data:`FTS_CONFIG` says."""
+        details = next(
+            (ix.index_details or {} for ix in self._indices() if ix.index_type == "FTS"), {}
+        )
+        return all(details.get(k) == v for k, v in FTS_CONFIG.items())
+
 
     @translating("building the vector index")
     def build_vector_index(self) -> None:
