@@ -3,6 +3,19 @@
     .venv/bin/python bench/embedding.py [--n 300] [--backends torch,onnx,onnx-t2,onnx-int8,remote]
                                         [--end-to-end 40]
     .venv/bin/python bench/embedding.py --layouts [--n 300] [--onnx-dir DIR] [--model DIR]
+    .venv/bin/python bench/embedding.py --remote [--n 1024] [--remote-delay 0.05]
+    .venv/bin/python bench/embedding.py --machine [--n 300] [--onnx-dir DIR] [--end-to-end 40]
+
+``--remote``: the remote backend against a stand-in ``/v1/embeddings`` server on
+127.0.0.1 that takes ``--remote-delay`` seconds per 32 texts (a GPU server's time;
+no model runs, so only the client's requests in flight are measured): texts/s at
+concurrency 1, at the default, and through the daemon's slices (``LockedEmbedder``).
+
+``--machine``: every path this machine has, in one run: ``--layouts`` (onnx on every
+session layout, raw tokenize and forward limits, calibration's pick), torch on CPU and
+on CUDA when present (with the raw fp16/fp32 forward on the GPU and the fp16 cosine;
+a line says so when torch is not installed), ``--remote``, and a cold
+``codechunkd index`` against the best raw path (``--end-to-end N``).
 
 ``--layouts``: the onnx backend alone on every session layout of this machine (one
 session of 1…N threads, N one-thread sessions, the mixes), the raw limits (tokenize
@@ -319,6 +332,155 @@ def layouts(args: argparse.Namespace) -> None:
     )
 
 
+def remote_bench(args: argparse.Namespace) -> float:
+    """The remote backend against a stand-in GPU server: concurrency 1, the default, slices."""
+    import hashlib
+
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.daemon.service import LockedEmbedder
+    from codechunkd.embedding.embed_remote import RemoteEmbedder
+
+    delay = args.remote_delay
+    inflight = [0, 0]  # now, most
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                inflight[0] += 1
+                inflight[1] = max(inflight[1], inflight[0])
+            time.sleep(delay * -(-len(body["input"]) // 32))  # the modelled GPU's work
+            with lock:
+                inflight[0] -= 1
+            data = [
+                {"index": i, "embedding": list(hashlib.sha256(t.encode()).digest()[:16])}
+                for i, t in enumerate(body["input"])
+            ]
+            payload = json.dumps({"model": body["model"], "data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *a: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = threading.Thread(target=httpd.serve_forever, daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    texts = [f"{t}\n# {i}" for i, t in enumerate(stdlib_functions(args.n) * 8)][: args.n]
+    default = EmbeddingSettings().concurrency
+    print(
+        f"\nremote: stand-in server taking {delay * 1000:.0f} ms per 32 texts, "
+        f"{len(texts)} texts, batch 32"
+    )
+    rates: dict[str, float] = {}
+    for label, concurrency, sliced in (
+        ("concurrency 1", 1, False),
+        (f"concurrency {default} (default)", default, False),
+        (f"concurrency {default}, daemon slices", default, True),
+    ):
+        settings = EmbeddingSettings(
+            backend="remote", remote_url=url, remote_model="bench", concurrency=concurrency
+        )
+        embedder: Any = RemoteEmbedder(settings)
+        if sliced:
+            embedder = LockedEmbedder(embedder)
+            embedder.embed(texts[:64])  # measures the speed the slices grow to
+        inflight[1] = 0
+        t = time.perf_counter()
+        embedder.embed(texts)
+        rates[label] = len(texts) / (time.perf_counter() - t)
+        print(f"  {label:<36} {rates[label]:>8.0f} texts/s, {inflight[1]} requests in flight")
+    first = next(iter(rates.values()))
+    print(f"  default / concurrency 1: {rates[f'concurrency {default} (default)'] / first:.2f}x")
+    httpd.shutdown()
+    return max(rates.values())
+
+
+def torch_paths(args: argparse.Namespace) -> dict[str, float]:
+    """The torch backend on CPU and CUDA (when present), and the raw forward on the GPU."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        print("\ntorch: not installed here, torch paths skipped (pip install 'codechunkd[torch]')")
+        return {}
+    import torch
+
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.embedding.embed_torch import TorchEmbedder, min_cosine
+
+    texts = stdlib_functions(args.n)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if len(devices) == 1:
+        print("\ntorch: no CUDA device here, cuda paths skipped")
+    rates: dict[str, float] = {}
+    reference = None
+    for device in devices:
+        embedder = TorchEmbedder(EmbeddingSettings(backend="torch", device=device))
+        sample = texts if device == "cuda" else texts[: min(len(texts), 300)]
+        embedder.embed(sample[:8])  # load (and, on cuda, the fp16 check)
+        t = time.perf_counter()
+        vectors = embedder.embed(sample)
+        rates[f"torch-{device}"] = len(sample) / (time.perf_counter() - t)
+        if reference is None:
+            reference = vectors
+        cos = min_cosine(vectors[: len(reference)], reference[: len(vectors)])
+        print(
+            f"\ntorch {device}: {rates[f'torch-{device}']:.1f} texts/s on {len(sample)} texts, "
+            f"batch {embedder.batch_size}, min cosine to CPU fp32 {cos:.5f}, "
+            f"model id {embedder.model_id} (fp16 check: {embedder.fp16_min_cosine})"
+        )
+        if device == "cuda":
+            rates.update(gpu_forward(embedder, texts))
+    return rates
+
+
+def gpu_forward(embedder: Any, texts: list[str]) -> dict[str, float]:
+    """Raw limit: the model's forward alone on the GPU, pre-tokenized batches, fp16 and fp32."""
+    import torch
+
+    from codechunkd.embedding.embed_torch import padded, tokenize
+
+    model = embedder._load()
+    encoded = tokenize(model.tokenizer, texts, 256, 8)
+    order = sorted(range(len(texts)), key=lambda i: len(encoded["input_ids"][i]))
+    feeds = [
+        {k: torch.from_numpy(v).cuda() for k, v in padded(encoded, order[s : s + 1024]).items()}
+        for s in range(0, len(order), 1024)
+    ]
+    rates = {}
+    for dtype in ("fp16", "fp32"):
+        if dtype == "fp32":
+            model.float()
+        with torch.inference_mode():
+            model(feeds[0])
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(5):
+                for feed in feeds:
+                    model(feed)["sentence_embedding"]
+            torch.cuda.synchronize()
+        rates[f"raw-forward-gpu-{dtype}"] = 5 * len(texts) / (time.perf_counter() - t)
+        print(
+            f"raw: forward alone on the GPU, {dtype}, batch 1024: {rates[f'raw-forward-gpu-{dtype}']:.0f} texts/s"
+        )
+    embedder.unload()
+    return rates
+
+
+def machine(args: argparse.Namespace) -> None:
+    """Every path this machine has, in one run (see the module docstring)."""
+    layouts(args)
+    torch_paths(args)
+    remote_bench(args)
+    if args.end_to_end:
+        end_to_end(args.end_to_end)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=300, help="texts to embed")
@@ -341,6 +503,15 @@ def main() -> None:
         "forward limits, calibration's pick; needs no torch once --onnx-dir holds an export",
     )
     parser.add_argument("--model", default="", help="model directory (default: the bundled one)")
+    parser.add_argument(
+        "--remote", action="store_true", help="the remote backend against a stand-in GPU server"
+    )
+    parser.add_argument(
+        "--remote-delay", type=float, default=0.05, help="the stand-in's seconds per 32 texts"
+    )
+    parser.add_argument(
+        "--machine", action="store_true", help="every path this machine has, in one run"
+    )
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -355,6 +526,11 @@ def main() -> None:
         return run_backend(args)
     if args.layouts:
         return layouts(args)
+    if args.remote:
+        remote_bench(args)
+        return None
+    if args.machine:
+        return machine(args)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))

@@ -74,6 +74,7 @@ class EmbeddingServer:
         self.dimension = 8
         self.model = MODEL
         self.gate = 0  # the first requests wait until this many are in flight at once
+        self.delay = 0.0  # seconds each answer takes (a GPU server's time per batch)
         self.inflight = 0
         self.max_inflight = 0
         self.cond = threading.Condition()
@@ -104,10 +105,16 @@ class EmbeddingServer:
             if self.gate:
                 self.cond.wait_for(lambda: self.inflight >= self.gate, timeout=5)
                 self.gate = 0
+        answering = False
         try:
             if action.kind == "hang":
                 self.release.wait(10)
                 return
+            if self.delay:
+                time.sleep(self.delay)  # the modelled server's work, not a wait in the test
+            with self.cond:  # done before the answer leaves: the client may send the next
+                self.inflight -= 1
+                answering = True
             if action.kind == "ok":
                 data = [
                     {"object": "embedding", "index": i, "embedding": hash_vector(t, self.dimension)}
@@ -123,8 +130,9 @@ class EmbeddingServer:
             handler.end_headers()
             handler.wfile.write(action.body)
         finally:
-            with self.cond:
-                self.inflight -= 1
+            if not answering:
+                with self.cond:
+                    self.inflight -= 1
 
     def wait_for_requests(self, count: int) -> None:
         with self.cond:
@@ -180,6 +188,36 @@ def test_batches_in_order_with_bounded_concurrency(server: EmbeddingServer) -> N
     assert embedder.model_id == f"remote:{MODEL}"
 
 
+def test_default_concurrency_keeps_a_slow_server_busy(server: EmbeddingServer) -> None:
+    """With a server taking 50 ms per request, the default concurrency is reached, the
+    vectors equal those of one request at a time, and the texts take about 1/N the time."""
+    texts = [f"def g{i}(x): return x * {i}" for i in range(8 * 16)]
+    server.delay = 0.05
+    default = EmbeddingSettings().concurrency
+    assert default >= 4
+
+    serial = RemoteEmbedder(remote(server.url, concurrency=1), backoff=0.001).embed(texts)
+    assert server.max_inflight == 1
+    serial_requests = len(server.seen)
+    server.max_inflight = 0
+    parallel = RemoteEmbedder(remote(server.url), backoff=0.001).embed(texts)
+
+    assert server.max_inflight == default
+    assert len(server.seen) - serial_requests == serial_requests == 8
+    np.testing.assert_array_equal(parallel, serial)
+    np.testing.assert_allclose(parallel, expected(texts), atol=1e-6)
+
+
+def test_few_texts_are_spread_over_every_request(server: EmbeddingServer) -> None:
+    """A call of fewer texts than full batches for all requests splits them evenly, so a
+    daemon slice keeps every request in flight instead of sending one full batch."""
+    texts = [f"text {i}" for i in range(40)]
+    server.gate = 4
+    RemoteEmbedder(remote(server.url, concurrency=4), backoff=0.001).embed(texts)
+    assert sorted(len(s.body["input"]) for s in server.seen) == [10, 10, 10, 10]
+    assert server.max_inflight == 4
+
+
 def test_api_key_is_sent_and_never_logged(
     server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -219,7 +257,8 @@ def test_429_honours_retry_after(server: EmbeddingServer) -> None:
 def test_429_without_retry_after_backs_off(server: EmbeddingServer) -> None:
     """A 429 without Retry-After is retried after the exponential back-off."""
     server.script.extend([error(429), error(429)])
-    vectors = RemoteEmbedder(remote(server.url), backoff=0.001).embed(["a", "b"])
+    settings = remote(server.url, concurrency=1)  # one request for both texts
+    vectors = RemoteEmbedder(settings, backoff=0.001).embed(["a", "b"])
     np.testing.assert_allclose(vectors, expected(["a", "b"]), atol=1e-6)
     assert len(server.seen) == 3
 

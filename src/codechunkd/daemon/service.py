@@ -85,17 +85,43 @@ class LockedEmbedder:
 
     The writer and the control socket's searches share one model (a fast
     tokenizer must not be used from two threads at once); slicing the writer's
-    large calls lets a search in between wait for at most one slice.
+    large calls lets a search in between wait for at most one slice: turns are
+    taken in arrival order (a ticket lock; a plain lock lets the writer take it
+    back before a waiting search wakes).
+
+    A slice keeps every worker of the model busy: at least ``slice_size`` texts and
+    two per worker (``parallelism``: onnx sessions, requests in flight), growing
+    with the measured speed to what takes about ``slice_seconds``, up to one full
+    batch per worker.  So a search waits about that long, and a model with many
+    sessions is not starved by slices smaller than its batches.
     """
 
-    def __init__(self, inner: Embedder, *, slice_size: int = 16, clock: Clock = time.monotonic):
+    def __init__(
+        self,
+        inner: Embedder,
+        *,
+        slice_size: int = 16,
+        slice_seconds: float = 0.25,
+        clock: Clock = time.monotonic,
+        timer: Clock = time.perf_counter,
+    ):
         self.inner = inner
         self.slice_size = slice_size
+        self.slice_seconds = slice_seconds
         self.clock = clock
+        self.timer = timer
         self.last_used = clock()
         self.loading = False
         """The writer is loading the model (a first run: export, calibration)."""
-        self._lock = threading.Lock()
+        self.slices = 0
+        """Slices (calls to the model) done so far."""
+        self.texts_per_s = 0.0
+        """Measured speed of the model in slices (a moving average; 0 before the first)."""
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+        self._abandoned: set[int] = set()
+        self._local = threading.local()
 
     @property
     def model_id(self) -> str:
@@ -109,13 +135,51 @@ class LockedEmbedder:
     def loaded(self) -> bool:
         return bool(getattr(self.inner, "loaded", True))
 
+    @property
+    def waited_slices(self) -> int:
+        """Turns of other calls that this thread's last call waited for before it ran."""
+        return int(getattr(self._local, "waited", 0))
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Hold the model; turns are served in the order they were asked for."""
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            first = self._serving
+            try:
+                while self._serving != ticket:
+                    self._cond.wait()
+            except BaseException:
+                self._abandoned.add(ticket)  # never served: the next in line must not wait
+                raise
+        self._local.waited = ticket - first
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                while self._serving in self._abandoned:
+                    self._abandoned.discard(self._serving)
+                    self._serving += 1
+                self._cond.notify_all()
+
+    def slice_texts(self) -> int:
+        """Texts in the next slice: every worker busy, about ``slice_seconds`` of work."""
+        workers = max(1, int(getattr(self.inner, "parallelism", 1)))
+        batch = max(1, int(getattr(self.inner, "batch_size", self.slice_size)))
+        least = max(self.slice_size, 2 * workers)
+        most = max(least, workers * batch)
+        wanted = int(self.texts_per_s * self.slice_seconds)
+        return min(most, max(least, wanted))
+
     def load(self) -> None:
         """Load the model now (the writer does, before its first embedding, to say so)."""
         load = getattr(self.inner, "load", None)
         if load is not None:
             self.loading = True
             try:
-                with self._lock:
+                with self._turn():
                     load()
                     self.last_used = self.clock()
             finally:
@@ -125,15 +189,28 @@ class LockedEmbedder:
         if not texts:
             return self.inner.embed(texts)
         parts = []
-        for i in range(0, len(texts), self.slice_size):
-            with self._lock:
-                parts.append(self.inner.embed(texts[i : i + self.slice_size]))
+        done = 0
+        while done < len(texts):
+            with self._turn():
+                size = self.slice_texts()
+                started = self.timer()
+                parts.append(self.inner.embed(texts[done : done + size]))
+                self._measured(min(size, len(texts) - done), self.timer() - started)
                 self.last_used = self.clock()
+                self.slices += 1
+            done += size
         return np.concatenate(parts).astype(np.float32, copy=False)
+
+    def _measured(self, count: int, seconds: float) -> None:
+        """Fold one slice's speed into ``texts_per_s`` (short slices, e.g. queries, skipped)."""
+        if count < self.slice_size or seconds <= 0:
+            return
+        rate = count / seconds
+        self.texts_per_s = rate if not self.texts_per_s else 0.7 * self.texts_per_s + 0.3 * rate
 
     def unload_if_idle(self, idle: float) -> bool:
         unload = getattr(self.inner, "unload", None)
-        with self._lock:
+        with self._turn():
             if unload is None or not self.loaded or self.clock() - self.last_used < idle:
                 return False
             unload()

@@ -40,6 +40,7 @@ import structlog
 from codechunkd import atomicfile
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors
+from codechunkd.embedding.batching import length_batches
 from codechunkd.embedding.models import model_dimension, model_fingerprint
 from codechunkd.embedding.onnx_export import (
     ModelLayout,
@@ -177,6 +178,8 @@ class OnnxEmbedder:
         """Sessions that share a batch (chosen by calibration when the setting is 0)."""
         self.threads = settings.threads
         """Intra-op threads of each session (chosen by calibration when the setting is 0)."""
+        self.session_batches: list[int] = []
+        """Batches each open session has run (observable proof that a call used them all)."""
 
     @property
     def model_id(self) -> str:
@@ -191,6 +194,15 @@ class OnnxEmbedder:
     @property
     def loaded(self) -> bool:
         return bool(self._sessions)
+
+    @property
+    def parallelism(self) -> int:
+        """Batches run at once (the sessions): a call needs this many to use the CPU."""
+        return max(1, len(self._sessions) or self.sessions)
+
+    @property
+    def batch_size(self) -> int:
+        return self._settings.batch_size
 
     @property
     def model_file(self) -> Path | None:
@@ -219,6 +231,7 @@ class OnnxEmbedder:
             except Exception as exc:
                 raise EmbeddingError(f"cannot load ONNX model {path}: {exc}") from exc
             self.sessions, self.threads = layout.sessions, layout.threads
+            self.session_batches = [0] * len(sessions)
             self._sessions = sessions
 
     def _choose_layout(self, path: Path) -> SessionLayout:
@@ -256,11 +269,13 @@ class OnnxEmbedder:
     def _run_texts(self, sessions: Sequence[Any], texts: Sequence[str]) -> Vectors:
         """Embed with ``sessions`` (the caller holds the lock, or owns them).
 
-        Texts are sorted by token count and cut into batches of ``batch_size``, or smaller
-        so that every session gets one: with several sessions, each runs in its own Python
-        thread (onnxruntime releases the GIL) and takes the next batch, longest first, so
-        the last to finish are short.  The batches do not depend on the threads, so a
-        layout changes no vector.
+        Texts are tokenized once, sorted by token count and cut into batches
+        (``length_batches``): of ``batch_size``, or, when there are fewer texts than the
+        sessions' full batches, one batch of about equal tokens per session.  With several
+        sessions, each runs in its own Python thread (onnxruntime releases the GIL): session
+        j first takes the j-th longest batch (so every session has work, whatever the thread
+        start order), then the next batch left, longest first, so the last to finish are
+        short.  A layout changes no vector beyond float rounding.
         """
         tokenizer, layout = self._tokenizer, self._layout
         assert layout is not None
@@ -271,32 +286,36 @@ class OnnxEmbedder:
         except Exception as exc:
             raise EmbeddingError(f"tokenizing failed: {exc}") from exc
         modes = pooling_modes(layout.pooling)
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
-        size = min(self._settings.batch_size, -(-len(order) // len(sessions)))
-        batches = [order[s : s + size] for s in range(0, len(order), size)]
+        lengths = [len(e.ids) for e in encodings]
+        batches = length_batches(lengths, self._settings.batch_size, workers=len(sessions))
         rows: dict[int, Vectors] = {}
+        counts = self.session_batches if sessions is self._sessions else [0] * len(sessions)
 
-        def run(session: Any, batch: list[int]) -> None:
-            pooled = run_batch(session, [encodings[i] for i in batch], modes)
+        def run(slot: int, batch: list[int]) -> None:
+            pooled = run_batch(sessions[slot], [encodings[i] for i in batch], modes)
             for row, i in enumerate(batch):
                 rows[i] = pooled[row]
+            counts[slot] += 1  # each slot is counted by its own thread only
 
         if len(sessions) == 1 or len(batches) == 1:
             for batch in batches:
-                run(sessions[0], batch)
+                run(0, batch)
         else:
-            pending = list(batches)  # popped from the end: longest first
+            busy = min(len(sessions), len(batches))
+            firsts = batches[::-1][:busy]  # the longest, one per session
+            pending = batches[: len(batches) - busy]  # popped from the end: longest first
 
-            def worker(session: Any) -> None:
+            def worker(slot: int) -> None:
+                run(slot, firsts[slot])
                 while True:
                     try:
                         batch = pending.pop()  # atomic under the GIL
                     except IndexError:
                         return
-                    run(session, batch)
+                    run(slot, batch)
 
-            with ThreadPoolExecutor(len(sessions), thread_name_prefix="onnx") as pool:
-                for future in [pool.submit(worker, s) for s in sessions[: len(batches)]]:
+            with ThreadPoolExecutor(busy, thread_name_prefix="onnx") as pool:
+                for future in [pool.submit(worker, slot) for slot in range(busy)]:
                     future.result()
         index = {text: i for i, text in enumerate(unique)}
         out = np.stack([rows[index[t]] for t in texts]).astype(np.float32, copy=False)
@@ -352,8 +371,8 @@ def run_batch(session: Any, encodings: Sequence[Any], modes: Sequence[str]) -> V
     return normalize(pool(hidden, feed["attention_mask"], modes))
 
 
-def _calibration_texts(count: int) -> list[str]:
-    """Sample texts for calibration: real code that ships with Python, always offline."""
+def sample_code_texts(count: int) -> list[str]:
+    """Sample texts (calibration, the fp16 check): real code that ships with Python, offline."""
     import json.decoder
     import shlex
     import string
@@ -384,7 +403,7 @@ def calibrated_layout(
     except (OSError, ValueError, KeyError, TypeError):
         pass
     most = max(c.sessions * c.threads for c in candidates)
-    texts = _calibration_texts(max(48, 4 * most))
+    texts = sample_code_texts(max(48, 4 * most))
     speeds = {layout: measure(layout, texts) for layout in candidates}
     best = max(speeds.values())
     choice = min(

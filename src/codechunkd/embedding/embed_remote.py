@@ -2,7 +2,8 @@
 
 Works with anything that speaks that protocol (text-embeddings-inference, vLLM,
 Ollama, llama.cpp server, hosted APIs).  Texts go out in batches of
-``embedding.batch_size``, at most ``embedding.concurrency`` requests at a time.
+``embedding.batch_size`` (smaller when a call has fewer texts than that many per request,
+so all are in flight), at most ``embedding.concurrency`` requests at a time.
 A 429, a 5xx, a timeout or a refused/reset connection is retried up to
 ``embedding.retries`` times with exponential back-off (full jitter), waiting at
 least what a ``Retry-After`` header asks; any other 4xx fails at once.
@@ -121,6 +122,15 @@ class RemoteEmbedder:
         return f"remote:{self._settings.remote_model}"
 
     @property
+    def parallelism(self) -> int:
+        """Requests in flight at once: a call needs this many batches to keep them all."""
+        return self._settings.concurrency
+
+    @property
+    def batch_size(self) -> int:
+        return self._settings.batch_size
+
+    @property
     def dimension(self) -> int:
         if self._dim is None:
             self.embed(["dimension probe"])
@@ -131,7 +141,8 @@ class RemoteEmbedder:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         unique = list(dict.fromkeys(texts))
-        size = self._settings.batch_size
+        # Fewer texts than full requests for every worker: split them evenly, all in flight.
+        size = min(self._settings.batch_size, -(-len(unique) // self._settings.concurrency))
         batches = [unique[i : i + size] for i in range(0, len(unique), size)]
         workers = min(self._settings.concurrency, len(batches))
         if workers == 1:
