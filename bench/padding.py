@@ -15,6 +15,7 @@ below 1 means less wall time on any machine.  Deterministic: the same figures ev
 from __future__ import annotations
 
 import argparse
+import math
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ def equal_counts(lengths: Sequence[int], sessions: int) -> list[list[int]]:
 
 def critical(batches: list[list[int]], lengths: Sequence[int], power: int) -> int:
     """The slowest session's padded work (each session runs one batch here)."""
-    return max(len(b) * int(max(lengths[i] for i in b)) ** power for b in batches)
+    return max(len(b) * math.prod([max(lengths[i] for i in b)] * power) for b in batches)
 
 
 def main() -> None:
