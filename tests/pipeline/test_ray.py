@@ -1,10 +1,16 @@
-"""``--engine ray``: a cold build on a real local Ray cluster equals the local build, and the
-local ``Syncer`` (the daemon's) carries on incrementally from it."""
+"""``--engine ray``: a cold build on a real local Ray cluster equals the local build, its rows
+arrive as data files the workers wrote and the driver committed once, the daemon carries on
+incrementally from it, and the faults (a lost worker, a killed driver, an unreachable
+cluster) end cleanly."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
+import subprocess
+import sys
 import sysconfig
 import threading
 import time
@@ -12,12 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from tests.conftest import Indexer, Repo
+from structlog.testing import capture_logs
+from tests.conftest import Indexer, Repo, run_service, wait_for
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.distributed import RayEngineError, placement
 from codechunkd.pipeline.verify import verify
+from codechunkd.storage.crashpoints import AT_ENV
 
 ray = pytest.importorskip("ray", reason="needs the ray extra")
 
@@ -28,17 +38,24 @@ FILES = 24
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    """A real two-CPU Ray cluster on this machine, small enough for CI's 2 cores."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=100 * 1024 * 1024,
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    yield
-    ray.shutdown()
+def cluster() -> Iterator[str]:
+    """A real two-CPU Ray cluster on this machine, small enough for CI's 2 cores, shared by
+    the module; yields its address (for a ``codechunkd index`` in another process, which
+    gets the cluster's token through the environment, as Ray documents)."""
+    with pytest.MonkeyPatch.context() as env:
+        # token auth (Ray's default for a local cluster) with a token of this module's, not
+        # one Ray would save in the home directory; ray.init sets RAY_AUTH_MODE, undone after
+        env.delenv("RAY_AUTH_MODE", raising=False)
+        env.setenv("RAY_AUTH_TOKEN", secrets.token_hex(16))
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=100 * 1024 * 1024,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        yield ray.get_runtime_context().gcs_address
+        ray.shutdown()
 
 
 def _stdlib_repo(repo: Repo) -> int:
@@ -51,15 +68,16 @@ def _stdlib_repo(repo: Repo) -> int:
     return len(small[:FILES])
 
 
+def _overrides(tmp_path: Path, name: str, onnx_dir: Path) -> dict[str, object]:
+    return {
+        "index.dir": str(tmp_path / name),
+        "index.batch_files": 4,  # several tasks in flight on two workers
+        "embedding.onnx_dir": str(onnx_dir),
+    }
+
+
 def _settings(tmp_path: Path, name: str, onnx_dir: Path) -> Settings:
-    return load_settings(
-        env={},
-        overrides={
-            "index.dir": str(tmp_path / name),
-            "index.batch_files": 4,  # several tasks in flight on two workers
-            "embedding.onnx_dir": str(onnx_dir),
-        },
-    )
+    return load_settings(env={}, overrides=_overrides(tmp_path, name, onnx_dir))
 
 
 def _ray_build(settings: Settings, path: Path, embedder: Any) -> tuple[Indexer, Any]:
@@ -74,57 +92,129 @@ def _ray_build(settings: Settings, path: Path, embedder: Any) -> tuple[Indexer, 
         raise
 
 
-def _keys(ix: Indexer) -> set[tuple[str, str, str, int, int]]:
-    return {
-        (r["id"], r["path"], r["content_hash"], r["start_byte"], r["end_byte"]) for r in ix.rows()
-    }
+ROW_COLUMNS = [
+    "id",
+    "source",
+    "branch",
+    "commit",
+    "blob",
+    "path",
+    "language",
+    "kind",
+    "symbol",
+    "parent_id",
+    "start_line",
+    "end_line",
+    "start_byte",
+    "end_byte",
+    "content",
+    "content_hash",
+    "embed_text",
+    "embed_hash",
+    "fts_text",
+    "token_count",
+    "embedded_tokens",
+    "signature",
+    "docstring",
+    "summary",
+    "summary_source",
+    "summary_of",
+    "embedding_model",
+    "synthetic",
+    "dirty",
+]
+"""Every column but ``vector`` (compared apart, as floats) and ``indexed_at`` (a time)."""
+
+
+def _rows(ix: Indexer) -> dict[str, dict[str, Any]]:
+    table = ix.store.scan_chunks(None, [*ROW_COLUMNS, "vector"]).to_pylist()
+    return {r["id"]: r for r in table}
 
 
 def test_ray_build_equals_local_and_daemon_continues(
-    cluster: None,
+    cluster: str,
     repo: Repo,
     tmp_path: Path,
     embedder: Any,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """The Ray engine writes the rows the local path writes (same ids, content hashes and
-    spans), ``verify`` finds nothing missing, extra or stale, and a local sync after an
-    edit re-embeds only the edited file's new chunks."""
+    """The Ray engine's rows are the local engine's, column for column; the workers wrote
+    them as data files that the driver added in one commit; the full-text index covers them
+    and the driver's embedding cache holds their vectors; ``verify`` is clean; and a real
+    daemon started on the index finds nothing to do, then re-embeds only an edited file."""
+    from codechunkd.daemon.control import SourceSpec, request
+    from codechunkd.daemon.service import Service
+
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
     files = _stdlib_repo(repo)
     ray_settings = _settings(tmp_path, "ray-index", onnx_dir)
-    rix, report = _ray_build(ray_settings, repo.path, embedder)
+    with capture_logs() as logs:
+        rix, report = _ray_build(ray_settings, repo.path, embedder)
     try:
         assert report.added == files
         assert report.chunks > files
         assert report.embedded + report.reused == report.chunks
+        commits = [e for e in logs if e["event"] == "batch_committed"]
+        assert len(commits) == 1, commits  # every batch's data files, one commit
+        assert commits[0]["files"] == files
+        assert commits[0]["fragments"] >= files // 4
+        assert rix.store.has_fts()
+        assert rix.store.unindexed() == (0, 0)  # the full-text index covers every row
         assert verify(ray_settings, rix.store, GitSource(repo.path)).ok
         state = rix.store.state(GitSource(repo.path).source.id)
         assert state is not None
         assert state.pending is None
+        got = _rows(rix)
+        hashes = {r["embed_hash"] for r in got.values()}
+        cached = rix.cache.get_many(embedder.model_id, hashes, embedder.dimension)
+        assert set(cached) == hashes
 
         local_settings = _settings(tmp_path, "local-index", onnx_dir)
         lix = Indexer(local_settings, embedder)
         try:
             local = lix.sync(repo.path)
-            assert local.chunks == report.chunks
-            assert _keys(lix) == _keys(rix)
+            want = _rows(lix)
         finally:
             lix.close()
-
-        # the daemon's path carries on from the Ray build: one edited file, nothing else
-        from codechunkd.pipeline.sync import Syncer
-
-        target = sorted((repo.path / "lib").glob("*.py"))[0]
-        target.write_text(target.read_text() + "\n\ndef added_here():\n    return 42\n")
-        repo.commit("edit")
-        daemon = Syncer(ray_settings, rix.store, embedder, rix.cache)
-        again = daemon.sync(GitSource(repo.path))
-        assert (again.changed, again.added, again.deleted) == (1, 0, 0)
-        assert 1 <= again.embedded <= 2  # the new function (and a module chunk it joins)
-        assert verify(ray_settings, rix.store, GitSource(repo.path)).ok
+        assert local.chunks == report.chunks
+        assert set(got) == set(want)
+        for rid, row in want.items():
+            mine = got[rid]
+            assert {k: mine[k] for k in ROW_COLUMNS} == {k: row[k] for k in ROW_COLUMNS}
+            np.testing.assert_allclose(mine["vector"], row["vector"], atol=1e-5)
     finally:
         rix.close()
+
+    # a real daemon carries on from the Ray build: nothing at start-up, then one file
+    target = sorted((repo.path / "lib").glob("*.py"))[0]
+    overrides = {**_overrides(tmp_path, "ray-index", onnx_dir), "daemon.debounce_ms": 50}
+    overrides["daemon.nice"] = 0
+    service = Service(
+        load_settings(env={}, overrides=overrides),
+        specs=[SourceSpec.parse(str(repo.path))],
+        load_settings=lambda: load_settings(env={}, overrides=overrides),
+    )
+
+    def drive() -> None:
+        wait_for(service.ready.is_set, "ready", timeout=120)
+        target.write_text(target.read_text() + "\n\ndef added_here_wombat():\n    return 42\n")
+        sock = service.paths.socket
+        wait_for(
+            lambda: any(
+                "added_here_wombat" in h["content"]
+                for h in request(sock, {"cmd": "search", "query": "wombat", "k": 5})["hits"]
+            ),
+            "the edit searchable",
+        )
+
+    with capture_logs() as logs:
+        assert run_service(service, drive) == 0
+    syncs = [e for e in logs if e["event"] == "sync_done"]
+    assert syncs, [e["event"] for e in logs]
+    assert syncs[0]["embedded"] == 0 and syncs[0]["chunks"] == 0  # the build was complete
+    edits = [e for e in syncs if e["changed"]]
+    assert sum(e["changed"] for e in edits) == 1
+    assert 1 <= sum(e["embedded"] for e in syncs) <= 2  # the new function (and its module)
 
 
 def _task_pid() -> int | None:
@@ -142,14 +232,15 @@ def _task_pid() -> int | None:
 
 
 def test_worker_killed_mid_build_is_retried(
-    cluster: None,
+    cluster: str,
     repo: Repo,
     tmp_path: Path,
     embedder: Any,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """A Ray worker SIGKILLed while it runs a batch is replaced and the batch rerun: the
-    build still indexes every file and ``verify`` is clean."""
+    build still indexes every file and ``verify`` is clean (no duplicate rows from a batch
+    written twice)."""
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
     files = _stdlib_repo(repo)
     settings = _settings(tmp_path, "ray-index", onnx_dir)
@@ -179,6 +270,127 @@ def test_worker_killed_mid_build_is_retried(
     ix, report = got
     try:
         assert report.added == files
-        assert verify(settings, ix.store, GitSource(repo.path)).ok
+        check = verify(settings, ix.store, GitSource(repo.path))
+        assert check.ok and check.duplicate_ids == 0, check
     finally:
         ix.close()
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codechunkd", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def _data_files(index: Path) -> set[str]:
+    return {p.name for p in (index / "chunks.lance" / "data").glob("*.lance")}
+
+
+def _referenced(ix: Indexer) -> set[str]:
+    ds = ix.store.chunks_table().to_lance()
+    return {f.path for frag in ds.get_fragments() for f in frag.data_files()}
+
+
+def test_driver_killed_before_the_commit_leaves_files_the_next_build_removes(
+    cluster: str,
+    repo: Repo,
+    tmp_path: Path,
+    embedder: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A ``codechunkd index --engine ray`` killed (SIGKILL) after its workers wrote their
+    data files and before it committed them leaves the state pending and data files no
+    version references; the next Ray build deletes them before it starts, indexes every
+    file, and ``verify`` is clean."""
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    files = _stdlib_repo(repo)
+    index = tmp_path / "ray-index"
+    killed = _cli(
+        "index",
+        str(repo.path),
+        "--engine",
+        "ray",
+        "--address",
+        cluster,
+        "--index-dir",
+        str(index),
+        env={
+            AT_ENV: "commit_fragments.before:1",
+            "CODECHUNKD_INDEX_BATCH_FILES": "4",
+            "CODECHUNKD_EMBEDDING_ONNX_DIR": str(onnx_dir),
+        },
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    settings = _settings(tmp_path, "ray-index", onnx_dir)
+    ix = Indexer(settings, embedder)
+    try:
+        orphans = _data_files(index) - _referenced(ix)
+        assert len(orphans) >= files // 4  # one per batch at least
+        state = ix.store.state(GitSource(repo.path).source.id)
+        assert state is not None and state.pending is not None
+    finally:
+        ix.close()
+
+    ix, report = _ray_build(settings, repo.path, embedder)
+    try:
+        assert report.added == files
+        assert not orphans & _data_files(index)
+        assert _data_files(index) == _referenced(ix)
+        check = verify(settings, ix.store, GitSource(repo.path))
+        assert check.ok and check.duplicate_ids == 0, check
+    finally:
+        ix.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_address_is_one_line_and_writes_nothing(repo: Repo, tmp_path: Path) -> None:
+    """``--address`` where nothing listens: exit 9 within seconds (Ray alone retries for
+    minutes) with one line naming the address, no traceback, and no table or state written."""
+    repo.write("app.py", "def serve():\n    return 1\n")
+    repo.commit("init")
+    index = tmp_path / "index"
+    address = f"127.0.0.1:{_closed_port()}"
+    t0 = time.monotonic()
+    out = _cli(
+        "index", str(repo.path), "--engine", "ray", "--address", address, "--index-dir", str(index)
+    )
+    assert time.monotonic() - t0 < 60
+    assert out.returncode == RayEngineError.exit_code == 9, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines == [
+        f"codechunkd: error: cannot reach the Ray cluster at {address}: Connection refused"
+    ]
+    assert not (index / "chunks.lance").exists()
+    assert not (index / "repos.lance").exists()
+    assert not list(index.rglob("state.json"))
+
+
+def test_placement_asks_for_a_gpu_only_with_a_cuda_embedder() -> None:
+    """Tasks ask for one CPU on a CPU cluster or with a CPU embedder (GPUs left idle), for
+    ``index.ray_gpus_per_task`` of a GPU when the cluster has GPUs and the embedder is
+    configured for CUDA, and a CUDA embedder on a cluster without GPUs is refused."""
+    cpu = load_settings(env={}, overrides={})
+    cuda = load_settings(
+        env={},
+        overrides={
+            "embedding.backend": "torch",
+            "embedding.device": "cuda",
+            "index.ray_gpus_per_task": 0.25,
+        },
+    )
+    assert placement({"CPU": 2.0}, cpu) == ({"num_cpus": 1}, cpu.embedding)
+    assert placement({"CPU": 8.0, "GPU": 2.0}, cpu) == ({"num_cpus": 1}, cpu.embedding)
+    got = placement({"CPU": 8.0, "GPU": 2.0}, cuda)
+    assert got == ({"num_cpus": 1, "num_gpus": 0.25}, cuda.embedding)
+    with pytest.raises(RayEngineError, match="has no GPU"):
+        placement({"CPU": 8.0}, cuda)

@@ -209,6 +209,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "index.fold_rows": (1, 100_000_000),
     "index.batch_files": (1, 1_000_000),
     "index.vector_index_rows": (1, 1_000_000_000),
+    "index.ray_gpus_per_task": (0, 1),
     "object_store.lease_s": (5, 86_400),
     "object_store.retries": (0, 100),
     "object_store.retry_timeout_s": (1, 86_400),
@@ -251,6 +252,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 ABOVE_ZERO = frozenset(
     {
+        "index.ray_gpus_per_task",
         "embedding.timeout",
         "daemon.reconcile_interval_s",
         "daemon.degraded_reconcile_s",

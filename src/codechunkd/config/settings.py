@@ -71,6 +71,11 @@ class IndexSettings:
     """What runs a ``codechunkd index``: ``local`` (this process) or ``ray`` (reading,
     chunking and embedding spread over a Ray cluster, rows written here; needs the
     ``codechunkd[ray]`` extra; see docs/operations.md). The daemon always runs locally."""
+    ray_gpus_per_task: float = 0.5
+    """With ``engine = "ray"`` on a cluster that has GPUs and ``embedding.device`` a CUDA
+    device (``torch`` backend): the share of one GPU each batch task asks Ray for (0.5: two
+    tasks per GPU, one reading and chunking while the other embeds). Without GPUs, or with
+    a CPU embedder, tasks ask for one CPU each and this is unused. Bounds: more than 0 to 1."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

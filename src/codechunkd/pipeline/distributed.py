@@ -3,12 +3,34 @@
 The driver is an ordinary ``Syncer``: the change set, the plan, the pending mark and
 the state advanced only after the last batch are ``Syncer.sync``'s own, so a killed
 driver leaves the state pending and the next run (local or Ray) repairs it. Only the
-middle differs: each batch of ``index.batch_files`` files is a Ray task that opens the
-repository with pygit2, reads, chunks and embeds its files (each worker has its own
-embedder, looks vectors up in the embedding cache and the seed first) and returns the
-rows; the driver writes each batch with ``IndexStore.write_batch`` as it arrives, one
-commit per batch, so Lance keeps its single writer. A worker lost mid-task is retried
-by Ray (``MAX_RETRIES``).
+middle differs: each batch of ``index.batch_files`` files is a Ray task
+(``index_slice``) that opens the repository with pygit2, reads, chunks and embeds its
+files (each worker has its own embedder, and looks vectors up in the embedding cache
+and the seed first). A worker lost mid-task is retried by Ray (``MAX_RETRIES``).
+
+Where the rows go depends on the batch:
+
+- A batch none of whose paths has rows (a cold build: the point of this engine) is
+  written by the worker itself as Lance data files (``IndexStore.write_fragments``)
+  that no version of the table references; the worker returns their metadata (a few
+  hundred bytes). The driver commits what has come back in one transaction
+  (``IndexStore.commit_fragments``) every ``COMMIT_ROWS`` rows or ``COMMIT_EVERY_S``
+  seconds and at the end, so there are a few bounded commits, not one per batch, and
+  the rows never cross the network twice.
+- A batch with a path that has rows (a rebuild, a repair after a crash) must replace
+  each file's old rows atomically, which an append cannot do: its worker returns the
+  rows and the driver writes them with ``IndexStore.write_batch`` (one ``merge_insert``
+  per batch, as the local engine does).
+
+After each commit the driver runs ``Syncer.upkeep`` as the local engine does after each
+batch (full-text and vector indexes over the new rows, folds). Data files written but
+never committed (the driver killed, or a retried task's first attempt) are deleted by
+the next Ray build before it hands out any work (``IndexStore.remove_unreferenced_files``)
+and, whichever engine runs next, by the writer's folds once Lance counts them 7 days old.
+
+The index must be reachable from every worker at the URI the driver uses: a path all
+nodes share, or ``s3://`` (the driver's resolved ``storage_options`` travel with the
+job, so workers need no credentials of their own).
 
 This module is the only one that imports Ray, and only when a build asks for it: the
 single-machine path never loads it.
@@ -18,32 +40,57 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import socket
+import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import structlog
 
-from codechunkd.config.settings import Settings
+from codechunkd.config.settings import EmbeddingSettings, Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
-from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, SourceKind
+from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
 from codechunkd.pipeline.sync import Progress, Syncer, SyncReport, _Meter
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import IndexedFile, IndexStore
+from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore
 
 log = structlog.get_logger("codechunkd.distributed")
 
 MAX_RETRIES = 3
-"""Times Ray reruns a batch whose worker died (a task is pure: rerunning it is safe)."""
+"""Times Ray reruns a batch whose worker died (a task writes only data files no version
+references: rerunning it is safe)."""
 
 IN_FLIGHT_PER_CPU = 2
 """Batches submitted per cluster CPU at a time: workers never wait for the driver, and
-the driver holds at most this many batches of rows (memory stays bounded)."""
+the driver holds at most this many batches of results (memory stays bounded)."""
+
+COMMIT_ROWS = 65_536
+"""The driver commits the data files that have come back once they hold this many rows
+(one table version per ~30 default batches: few commits, few fragments to fold)."""
+
+COMMIT_EVERY_S = 60.0
+"""... or once the oldest uncommitted one is this old: a killed driver loses at most about
+this much work, and a long build becomes searchable as it goes."""
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long ``--address`` may take to accept a TCP connection. Ray itself retries an
+unreachable address for minutes (and ignores SIGTERM meanwhile)."""
 
 
-class RayUnavailable(CodechunkdError):
+class RayEngineError(CodechunkdError):
+    """The Ray engine cannot build: Ray missing, the cluster unreachable, or its workers
+    unable to embed as the driver does."""
+
+    exit_code = 9
+
+
+class RayUnavailable(RayEngineError):
     """``--engine ray`` without Ray installed, or with a cluster that cannot be reached."""
 
 
@@ -56,6 +103,21 @@ def import_ray() -> Any:
     return ray
 
 
+def _probe(address: str) -> None:
+    """Refuse at once an ``host:port`` address nothing listens on (``auto`` and other
+    forms are left to Ray)."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {reason}") from None
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[None]:
     """Connected to a cluster for the block: ``address`` (or ``$RAY_ADDRESS``), else a
@@ -64,17 +126,45 @@ def ray_session(address: str | None) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    if address:
+        _probe(address)
     try:
         with warnings.catch_warnings():
             # a local cluster's processes are forked and exec at once: Lance is never used there
             warnings.filterwarnings("ignore", "lance is not fork-safe", UserWarning)
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        # e.g. AuthenticationError: the cluster wants a token ($RAY_AUTH_TOKEN) not given here
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise RayUnavailable(f"cannot join the Ray cluster at {address}: {reason}") from exc
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def placement(
+    cluster: Mapping[str, float], settings: Settings
+) -> tuple[dict[str, float], EmbeddingSettings]:
+    """The Ray resources one batch task asks for, and the embedding settings it runs.
+
+    A GPU per ``index.ray_gpus_per_task`` when the cluster has GPUs and the embedder is
+    configured for CUDA (``embedding.device``, ``torch`` backend); one CPU otherwise. The
+    embedding settings travel unchanged, so every worker computes the model id the driver
+    does (the table's and the cache's key). A CUDA embedder on a cluster without GPUs is
+    an error here rather than a failure in every task.
+    """
+    emb = settings.embedding
+    gpus = float(cluster.get("GPU", 0.0))
+    cuda = emb.backend == "torch" and emb.device.startswith("cuda")
+    if cuda and gpus > 0:
+        return {"num_cpus": 1, "num_gpus": settings.index.ray_gpus_per_task}, emb
+    if cuda:
+        raise RayEngineError(
+            f"embedding.device is {emb.device!r} but the Ray cluster has no GPU: "
+            "set embedding.device = 'cpu' or add GPU nodes"
+        )
+    return {"num_cpus": 1}, emb
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,41 +176,70 @@ class _Job:
     """Where the worker opens the repository (the same path on every node: shared or
     identical checkouts, as the cluster's nodes see them)."""
     ref: str | None
+    source: Source
+    head: Head
+    uri: str
+    """The index, as the driver opened it."""
+    storage_options: dict[str, str]
+    """The driver's resolved object-store options (credentials included): a worker's
+    environment need not hold them."""
+    model_id: str
+    """The driver's embedder's: a worker whose own differs refuses to embed."""
+    driver_node: str
+    """The driver's Ray node: vectors made elsewhere travel back for the driver's cache."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Done:
-    rows: list[IndexedFile]
     report: SyncReport
-    node: str
-    """The Ray node that made the rows (another node's embedding cache is not ours)."""
+    rows: list[IndexedFile]
+    """The rows, for the driver to write (a batch with paths that have rows); else empty."""
+    written: FragmentBatch | None
+    """The data files the worker wrote (a batch of new paths); else None."""
+    vectors: dict[str, npt.NDArray[np.float32]]
+    """Vectors embedded on another node than the driver's, for the driver's cache (the
+    daemon that keeps this index fresh runs there); empty on the driver's node, whose
+    workers share its cache."""
 
 
 _WORKER_SYNCERS: dict[tuple[str, str], Syncer] = {}
 """One ``Syncer`` per worker process and index: the model is loaded once per worker."""
 
 
-def _worker_syncer(settings: Settings) -> Syncer:
-    paths = IndexPaths.of(settings)
-    key = (paths.uri, repr(settings.embedding))
+def _worker_syncer(job: _Job) -> Syncer:
+    settings = job.settings
+    key = (job.uri, repr(settings.embedding))
     syncer = _WORKER_SYNCERS.get(key)
     if syncer is None:
-        # no state file: only the driver writes state; the store is never written here
-        store = IndexStore(paths.uri, storage_options=paths.storage_options)
+        # no state file: only the driver writes state and commits to the table
+        store = IndexStore(job.uri, storage_options=job.storage_options)
+        paths = IndexPaths.of(settings)
         cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
         syncer = Syncer(settings, store, make_embedder(settings.embedding), cache)
         _WORKER_SYNCERS[key] = syncer
+    if syncer.embedder.model_id != job.model_id:
+        raise RayEngineError(
+            f"a Ray worker embeds as {syncer.embedder.model_id}, the driver as {job.model_id}"
+        )
     return syncer
 
 
-def index_slice(job: _Job, versions: Sequence[FileVersion]) -> _Done:
-    """One Ray task: read, chunk and embed ``versions``; the rows go back to the driver."""
+def index_slice(job: _Job, versions: Sequence[FileVersion], write: bool) -> _Done:
+    """One Ray task: read, chunk and embed ``versions``; ``write``: store the rows as data
+    files (none of the paths has rows), else hand them back to the driver."""
     import ray
 
-    syncer = _worker_syncer(job.settings)
+    syncer = _worker_syncer(job)
     report = SyncReport()
     rows = syncer.index_files(GitSource(job.path, ref=job.ref), versions, report)
-    return _Done(rows=rows, report=report, node=ray.get_runtime_context().get_node_id())
+    here = ray.get_runtime_context().get_node_id()
+    vectors = (
+        {c.embed_hash: c.vector for f in rows for c in f.chunks} if here != job.driver_node else {}
+    )
+    if not write:
+        return _Done(report=report, rows=rows, written=None, vectors=vectors)
+    written = syncer.store.write_fragments(job.source, job.head, rows, model_id=job.model_id)
+    return _Done(report=report, rows=[], written=written, vectors=vectors)
 
 
 def _merge(into: SyncReport, part: SyncReport) -> None:
@@ -135,7 +254,8 @@ def _merge(into: SyncReport, part: SyncReport) -> None:
 
 
 class RaySyncer(Syncer):
-    """``Syncer`` whose reading, chunking and embedding run as Ray tasks (see the module)."""
+    """``Syncer`` whose reading, chunking and embedding run as Ray tasks, and whose new
+    files' rows are written by the workers (see the module)."""
 
     def _apply(
         self,
@@ -151,42 +271,101 @@ class RaySyncer(Syncer):
         size = self.settings.index.batch_files
         meter = _Meter(len(todo) + len(deletes), report, progress)
         meter.report(0)
+        # before any task runs: the data files of a killed build are nobody's write now
+        keep = timedelta(hours=self.settings.index.keep_versions_hours)
+        freed = self.store.remove_unreferenced_files(keep)
+        if freed:
+            log.info("unreferenced_files_removed", bytes=freed)
         done = 0
         for i in range(0, len(deletes), size):  # deletes need no worker
             dels = deletes[i : i + size]
-            self._write(git, changes, [], dels, new=False)
+            self._write(git, changes, [], dels)
             done += len(dels)
             meter.report(done)
+        if not todo:
+            return
+        resources, _ = placement(ray.cluster_resources(), self.settings)
         source = git.source
         path = source.repo if source.kind is SourceKind.WORKTREE else source.git_dir
-        job = ray.put(_Job(settings=self.settings, path=path, ref=source.ref))
-        task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(index_slice)
+        paths = IndexPaths.of(self.settings)
         here = ray.get_runtime_context().get_node_id()
+        job = ray.put(
+            _Job(
+                settings=self.settings,
+                path=path,
+                ref=source.ref,
+                source=source,
+                head=changes.head,
+                uri=self.store.uri,
+                storage_options=paths.storage_options,
+                model_id=self.embedder.model_id,
+                driver_node=here,
+            )
+        )
+        task = ray.remote(max_retries=MAX_RETRIES, **resources)(index_slice)
         window = max(2, IN_FLIGHT_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
         batches = iter([todo[i : i + size] for i in range(0, len(todo), size)])
         running: dict[Any, Sequence[FileVersion]] = {}
+        waiting: list[FragmentBatch] = []
+        waiting_since = 0.0
         while True:
             for batch in batches:
-                running[task.remote(job, batch)] = batch
+                write = not any(v.path in known for v in batch)
+                running[task.remote(job, batch, write)] = batch
                 if len(running) >= window:
                     break
             if not running:
                 break
             (ref,), _ = ray.wait(list(running), num_returns=1)
             batch = running.pop(ref)
-            got: _Done = ray.get(ref)
+            got: _Done = self._result(ray, ref)
             _merge(report, got.report)
-            if got.node != here:  # keep this machine's cache whole for the daemon
-                self.cache.put_many(
-                    self.embedder.model_id,
-                    {c.embed_hash: c.vector for f in got.rows for c in f.chunks},
-                )
-            new = not any(v.path in known for v in batch)
-            report.chunks += self._write(git, changes, got.rows, [], new=new)
+            if got.vectors:  # keep this machine's cache whole for the daemon
+                self.cache.put_many(self.embedder.model_id, got.vectors)
+            if got.written is not None:
+                if not waiting:
+                    waiting_since = time.monotonic()
+                waiting.append(got.written)
+            else:
+                report.chunks += self._write(git, changes, got.rows, [])
+                self.upkeep()
             done += len(batch)
-            meter.report(done)
             del got
-            self.upkeep()
+            rows = sum(w.chunks for w in waiting)
+            if waiting and (
+                not running
+                or rows >= COMMIT_ROWS
+                or time.monotonic() - waiting_since >= COMMIT_EVERY_S
+            ):
+                report.chunks += self._commit(git, waiting)
+                waiting = []
+                self.upkeep()
+            meter.report(done)
+
+    @staticmethod
+    def _result(ray: Any, ref: Any) -> _Done:
+        """A task's result; a codechunkd error raised in the task is raised here as itself
+        (one line), not as Ray's wrapper with the worker's traceback."""
+        try:
+            got: _Done = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, CodechunkdError):
+                raise exc.cause from None
+            raise
+        return got
+
+    def _commit(self, git: GitSource, waiting: Sequence[FragmentBatch]) -> int:
+        written = self.store.commit_fragments(waiting)
+        log.info(
+            "batch_committed",
+            repo=git.source.repo,
+            files=sum(w.files.num_rows for w in waiting),
+            deleted=0,
+            chunks=written,
+            fragments=sum(len(w.fragments) for w in waiting),
+            engine="ray",
+        )
+        return written
 
     def _write(
         self,
@@ -194,11 +373,9 @@ class RaySyncer(Syncer):
         changes: ChangeSet,
         rows: Sequence[IndexedFile],
         dels: Sequence[str],
-        *,
-        new: bool,
     ) -> int:
         self.store.write_batch(
-            git.source, changes.head, rows, dels, model_id=self.embedder.model_id, new=new
+            git.source, changes.head, rows, dels, model_id=self.embedder.model_id, new=False
         )
         written = sum(len(f.chunks) for f in rows)
         log.info(

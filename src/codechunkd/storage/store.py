@@ -166,6 +166,21 @@ class IndexedFile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FragmentBatch:
+    """A batch's chunk rows written as Lance data files that no version of ``chunks``
+    references yet (``IndexStore.write_fragments``), and its ``files`` rows: small and
+    picklable, so a Ray worker hands it to the driver, which commits it
+    (``IndexStore.commit_fragments``)."""
+
+    fragments: tuple[Any, ...]
+    """Lance ``FragmentMetadata`` of the data files (ids assigned at the commit)."""
+    files: pa.Table
+    """The batch's rows of ``files`` (one per file, skipped ones included)."""
+    chunks: int
+    """Rows in the data files."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FileRecord:
     """What the index holds for one path of one source (a row of ``files``)."""
 
@@ -301,6 +316,13 @@ class IndexStore:
         crashpoint("fts_index.after")
         return True
 
+    def fts_current(self) -> bool:
+        """Whether the full-text index tokenizes as :data:`FTS_CONFIG` says."""
+        details = next(
+            (ix.index_details or {} for ix in self._indices() if ix.index_type == "FTS"), {}
+        )
+        return all(details.get(k) == v for k, v in FTS_CONFIG.items())
+
     @translating("indexing embed_hash")
     def ensure_embed_hash_index(self) -> bool:
         """A BTree on ``embed_hash``, so an index serving as another's seed
@@ -316,13 +338,6 @@ class IndexStore:
 
         self._open(S.CHUNKS).create_index("embed_hash", config=BTree(), replace=True)
         return True
-    def fts_current(self) -> bool:
-        """Whether the full-text index tokenizes as :data:`FTS_CONFIG` says."""
-        details = next(
-            (ix.index_details or {} for ix in self._indices() if ix.index_type == "FTS"), {}
-        )
-        return all(details.get(k) == v for k, v in FTS_CONFIG.items())
-
 
     @translating("building the vector index")
     def build_vector_index(self) -> None:
@@ -618,6 +633,76 @@ class IndexStore:
             ],
             schema=S.FILES_SCHEMA,
         )
+
+    @translating("writing data files")
+    def write_fragments(
+        self, source: Source, head: Head, files: Sequence[IndexedFile], *, model_id: str
+    ) -> FragmentBatch:
+        """The rows ``write_batch`` would append for ``files``, written as Lance data files
+        beside the table but not part of it: nothing changes for readers until the writer
+        commits them (``commit_fragments``).
+
+        Any process that can open the index may call it (a Ray worker: the rows of a cold
+        build are written where they are made, not shipped to the writer). Only for files
+        with no rows yet: an append cannot replace a file's old rows. Data files never
+        committed (a killed writer) are deleted by ``remove_unreferenced_files``.
+        """
+        from lance.fragment import write_fragments
+
+        now = datetime.now(UTC)
+        tbl = self._open(S.CHUNKS)
+        rows = self._chunk_rows(source, head, files, model_id, now, tbl.schema)
+        frags = write_fragments(rows, tbl.to_lance(), schema=rows.schema) if rows.num_rows else []
+        crashpoint("write_fragments.after")
+        return FragmentBatch(
+            fragments=tuple(frags), files=self._file_rows(source, files, now), chunks=rows.num_rows
+        )
+
+    def commit_fragments(self, batches: Sequence[FragmentBatch]) -> int:
+        """Add the data files of ``batches`` to ``chunks`` in one commit, then their
+        ``files`` rows in one (writer only); returns the chunk rows added.
+
+        The order is ``write_batch``'s: rows whose ``files`` row is missing (a kill between
+        the two commits) are found and replaced by the next full sync.
+        """
+        import lance
+
+        frags = [f for b in batches for f in b.fragments]
+        files = [b.files for b in batches if b.files.num_rows]
+        try:
+            crashpoint("commit_fragments.before")
+            if frags:
+                ds = self._open(S.CHUNKS).to_lance()
+                lance.LanceDataset.commit(
+                    ds, lance.LanceOperation.Append(frags), read_version=ds.version
+                )
+            crashpoint("commit_fragments.chunks_committed")
+            if files:
+                self._open(S.FILES).add(pa.concat_tables(files))
+            crashpoint("commit_fragments.after")
+        except Exception as exc:
+            raise translate(exc, f"committing {len(frags)} data files to {self.uri}") from exc
+        return sum(b.chunks for b in batches)
+
+    @translating("removing unreferenced data files")
+    def remove_unreferenced_files(self, keep: timedelta) -> int:
+        """Delete the data files of ``chunks`` that no version references (those of
+        ``write_fragments`` never committed: a writer killed mid-build), and versions older
+        than ``keep``, as ``fold`` does; returns the bytes freed.
+
+        Lance deletes such files only once they are 7 days old unless told otherwise: they
+        may belong to a write in progress. So the writer calls this before it writes or
+        hands out any write of its own (one writer per index: no other write can be in
+        progress).
+        """
+        if not self.has_chunks():
+            return 0
+        stats = (
+            self._open(S.CHUNKS)
+            .to_lance()
+            .cleanup_old_versions(older_than=keep, delete_unverified=True)
+        )
+        return int(stats.bytes_removed)
 
     @translating("writing the source state")
     def put_state(self, state: SourceState) -> None:
