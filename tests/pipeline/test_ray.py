@@ -296,7 +296,9 @@ def _referenced(ix: Indexer) -> set[str]:
     return {f.path for frag in ds.get_fragments() for f in frag.data_files()}
 
 
+@pytest.mark.parametrize("next_engine", ["ray", "local"])
 def test_driver_killed_before_the_commit_leaves_files_the_next_build_removes(
+    next_engine: str,
     cluster: str,
     repo: Repo,
     tmp_path: Path,
@@ -305,8 +307,8 @@ def test_driver_killed_before_the_commit_leaves_files_the_next_build_removes(
 ) -> None:
     """A ``codechunkd index --engine ray`` killed (SIGKILL) after its workers wrote their
     data files and before it committed them leaves the state pending and data files no
-    version references; the next Ray build deletes them before it starts, indexes every
-    file, and ``verify`` is clean."""
+    version references; the next build, Ray or local (the daemon's engine), deletes them
+    before it writes, indexes every file, and ``verify`` is clean."""
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
     files = _stdlib_repo(repo)
     index = tmp_path / "ray-index"
@@ -336,7 +338,11 @@ def test_driver_killed_before_the_commit_leaves_files_the_next_build_removes(
     finally:
         ix.close()
 
-    ix, report = _ray_build(settings, repo.path, embedder)
+    if next_engine == "ray":
+        ix, report = _ray_build(settings, repo.path, embedder)
+    else:
+        ix = Indexer(settings, embedder)
+        report = ix.sync(repo.path)
     try:
         assert report.added == files
         assert not orphans & _data_files(index)

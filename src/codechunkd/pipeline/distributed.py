@@ -25,8 +25,8 @@ Where the rows go depends on the batch:
 After each commit the driver runs ``Syncer.upkeep`` as the local engine does after each
 batch (full-text and vector indexes over the new rows, folds). Data files written but
 never committed (the driver killed, or a retried task's first attempt) are deleted by
-the next Ray build before it hands out any work (``IndexStore.remove_unreferenced_files``)
-and, whichever engine runs next, by the writer's folds once Lance counts them 7 days old.
+the next Ray build before it hands out any work, and by whichever engine's next sync
+finds the state pending (``Syncer.remove_interrupted_writes``).
 
 The index must be reachable from every worker at the URI the driver uses: a path all
 nodes share, or ``s3://`` (the driver's resolved ``storage_options`` travel with the
@@ -44,7 +44,6 @@ import socket
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -272,10 +271,7 @@ class RaySyncer(Syncer):
         meter = _Meter(len(todo) + len(deletes), report, progress)
         meter.report(0)
         # before any task runs: the data files of a killed build are nobody's write now
-        keep = timedelta(hours=self.settings.index.keep_versions_hours)
-        freed = self.store.remove_unreferenced_files(keep)
-        if freed:
-            log.info("unreferenced_files_removed", bytes=freed)
+        self.remove_interrupted_writes()  # also a retried task's first attempt, state or not
         done = 0
         for i in range(0, len(deletes), size):  # deletes need no worker
             dels = deletes[i : i + size]

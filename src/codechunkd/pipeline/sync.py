@@ -290,6 +290,8 @@ class Syncer:
         state = self.store.state(source.id)
         stale_settings = state is not None and state.fingerprint != self.fingerprint
         full = full or state is None or state.pending is not None or stale_settings
+        if state is not None and state.pending is not None:
+            self.remove_interrupted_writes()
         changes = self._change_set(git, state, paths, full)
         manifest = self.store.manifest(source.id)
 
@@ -511,6 +513,17 @@ class Syncer:
         age = recent_paths(git, commit, limit=RECENT_COMMITS)
         never = RECENT_COMMITS + 1
         return sorted(todo, key=lambda v: (order_rank(v.path), age.get(v.path, never), v.path))
+
+    def remove_interrupted_writes(self) -> int:
+        """Delete data files that no version of the table references: those an interrupted
+        build wrote and never committed (a Ray driver killed before its commit).  The writer
+        calls it before it writes, when a run was interrupted (one writer per index: no write
+        of anyone else can be in progress).  Returns the bytes freed."""
+        keep = timedelta(hours=self.settings.index.keep_versions_hours)
+        freed = self.store.remove_unreferenced_files(keep)
+        if freed:
+            log.info("unreferenced_files_removed", bytes=freed)
+        return freed
 
     def _apply(
         self,
