@@ -11,6 +11,19 @@ of code-seeking and doc-seeking queries per rule; ``old`` is the ranking before 
 ``query_verb w=0.8`` the rule ``Searcher.search`` keeps (``asks_for_code``,
 ``PROSE_WEIGHT``): the only one that lifted code questions and kept doc questions whole.
 Tune on ``--split tune`` only.
+
+``--fusion`` scores the fusion's own settings instead (:data:`FUSION`: RRF k, the text
+ranking's weight, the prose weight): code questions with no filter and Python-filtered, doc
+questions; with ``--code-search DIR`` (bench/code_search.py's ``--keep``) also hybrid, text
+and vector on its Go, TypeScript and JavaScript queries, where hybrid must stay at or above
+the better of the two::
+
+    .venv/bin/python bench/code_search.py --keep /tmp/w17cs
+    .venv/bin/python bench/prose_rules.py --split tune --keep /tmp/sq/tune --fusion \
+        --code-search /tmp/w17cs
+
+At today's settings the offline fusion gives exactly ``Index.search``'s figures (the
+queries here name no symbol, so the symbol boosts it leaves out change nothing).
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ import dataclasses
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +44,7 @@ from codechunkd.embedding.embedder import make_embedder
 from codechunkd.storage.search import (
     PROSE_LANGUAGES,
     RRF_K,
+    TEXT_WEIGHT,
     Filters,
     Hit,
     Searcher,
@@ -56,14 +70,23 @@ def prose(row: dict[str, Any]) -> bool:
     return row["language"] in PROSE_LANGUAGES
 
 
-def fuse(vrows: Rows, trows: Rows, text: str, rule: Rule) -> list[Hit]:
-    """``Searcher.search``'s fusion (less symbol boosts), with ``rule`` on the scores."""
+def fuse(
+    vrows: Rows,
+    trows: Rows,
+    text: str,
+    rule: Rule,
+    *,
+    k: int = RRF_K,
+    weights: tuple[float, float] = (1.0, TEXT_WEIGHT),
+) -> list[Hit]:
+    """``Searcher.search``'s fusion (less symbol boosts), with ``rule`` on the scores; ``k``
+    and ``weights`` (vector, text) are the RRF constant and each ranking's weight."""
     scores: dict[str, float] = {}
     rows: dict[str, dict[str, Any]] = {}
     ranks: dict[str, list[int | None]] = {}
     for which, ranking in enumerate((vrows, trows)):
         for r, row in enumerate(ranking):
-            scores[row["id"]] = scores.get(row["id"], 0.0) + 1 / (RRF_K + r + 1)
+            scores[row["id"]] = scores.get(row["id"], 0.0) + weights[which] / (k + r + 1)
             rows.setdefault(row["id"], row)
             ranks.setdefault(row["id"], [None, None])[which] = r
     for rid, row in rows.items():
@@ -221,30 +244,161 @@ def rules() -> dict[str, Rule]:
     return out
 
 
+Ranked = tuple[Callable[[Hit], bool], str, Rows, Rows]
+"""One query: whether a hit answers it, its text, its vector and full-text rankings."""
+
+
+def rankings(
+    searcher: Searcher,
+    embedder: Any,
+    asks: Sequence[tuple[Callable[[Hit], bool], str]],
+    where: str = "synthetic = false",
+) -> list[Ranked]:
+    """Each query's two rankings, as ``Searcher.search`` takes them (50 rows each)."""
+    vectors = embedder.embed([text for _, text in asks])
+    return [
+        (answered, text, searcher._vector(v, 50, where), searcher._text(text, 50, where))
+        for (answered, text), v in zip(asks, vectors, strict=True)
+    ]
+
+
+def quality_queries(split: str, keep: Path, files: int, seed: int) -> list[Query]:
+    """search_quality.py's queries of ``split``, pointed at the repositories kept in ``keep``."""
+    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-"))
+    queries: list[Query] = []
+    for name in SPLITS[split]:
+        for q in build_repo(THIRD_PARTY / name, tmp / name, files, seed):
+            queries.append(dataclasses.replace(q, repo=str(keep / name)))
+    return queries
+
+
+def scored(
+    data: Sequence[Ranked],
+    rule: Rule,
+    k: int,
+    weights: tuple[float, float],
+    mode: str = "hybrid",
+) -> tuple[float, float, float]:
+    """R@5, MRR@10 and R@1 of ``data`` fused with ``rule``, ``k``, ``weights``; ``mode``
+    drops a ranking (``text``: no vector ranking; ``vector``: no text ranking)."""
+    ranks = []
+    for answered, text, v, t in data:
+        hits = fuse(
+            v if mode != "text" else [],
+            t if mode != "vector" else [],
+            text,
+            rule,
+            k=k,
+            weights=weights,
+        )
+        ranks.append(next((i for i, h in enumerate(hits) if answered(h)), None))
+    r5 = float(np.mean([r is not None and r < 5 for r in ranks]))
+    mrr = float(np.mean([1 / (r + 1) if r is not None else 0.0 for r in ranks]))
+    return r5, mrr, float(np.mean([r == 0 for r in ranks]))
+
+
+FUSION = [
+    (k, tw, pw)
+    for k in (60, 30, 20, 10)
+    for tw in (1.0, 1.1, 1.2, 1.3, 1.5)
+    for pw in (0.8, 0.75, 0.7)
+]
+"""The fusion settings ``--fusion`` scores: (RRF k, text weight, prose weight)."""
+
+
+def fusion_quality(data: dict[str, list[Ranked]]) -> None:
+    """Every :data:`FUSION` setting on search_quality's queries: code (hybrid, no filter and
+    language-filtered) and doc."""
+    print(
+        f"  {'k':>3} {'text':>4} {'prose':>5} | code R@5  MRR  | filtered R@5  MRR | doc R@5  MRR"
+    )
+    for k, tw, pw in FUSION:
+        rule = query_verb(pw)
+        c = scored(data["code"], rule, k, (1.0, tw))
+        f = scored(data["filtered"], rule, k, (1.0, tw))
+        d = scored(data["doc"], rule, k, (1.0, tw))
+        print(
+            f"  {k:3} {tw:4} {pw:5} |   {c[0]:.3f} {c[1]:.3f} |    {f[0]:.3f} {f[1]:.3f} |"
+            f"  {d[0]:.3f} {d[1]:.3f}"
+        )
+
+
+def fusion_code(data: list[Ranked]) -> None:
+    """Every (k, text weight) of :data:`FUSION` on code_search's queries (no prose there),
+    hybrid against text and vector alone."""
+    print(f"  {'k':>3} {'text':>4} | hybrid R@5  MRR   R@1 | text R@5  MRR   R@1 | vector R@5  MRR")
+    for k, tw in sorted({(k, tw) for k, tw, _ in FUSION}, key=lambda x: (-x[0], x[1])):
+        h, t, v = (scored(data, old, k, (1.0, tw), m) for m in ("hybrid", "text", "vector"))
+        print(
+            f"  {k:3} {tw:4} |   {h[0]:.3f} {h[1]:.3f} {h[2]:.3f} | {t[0]:.3f} {t[1]:.3f} "
+            f"{t[2]:.3f} |   {v[0]:.3f} {v[1]:.3f}"
+        )
+
+
+def code_search_data(keep: Path, language: str, seed: int) -> list[Ranked]:
+    """code_search.py's queries of ``language`` (its defaults), on the index it kept."""
+    import random
+
+    from code_search import CORPORA
+    from code_search import build_repo as build_code_repo
+
+    corpus = CORPORA[language]
+    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-cs-"))
+    queries = build_code_repo(corpus, tmp / "repo", corpus.files, seed)
+    queries = random.Random(seed).sample(queries, min(300, len(queries)))
+    index = keep / language / "index"
+    settings = load_settings(env={}, overrides={"index.dir": str(index)})
+    store = IndexStore(str(index))
+    if not store.fts_current():
+        raise SystemExit(f"{index}: full-text index not as FTS_CONFIG says; rerun code_search.py")
+    asks = [(q.answered_by, q.text) for q in queries]
+    return rankings(Searcher(store), make_embedder(settings.embedding), asks)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--split", choices=sorted(SPLITS), default="tune")
     ap.add_argument("--keep", type=Path, required=True, help="search_quality.py's --keep dir")
     ap.add_argument("--files", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fusion", action="store_true", help="score the FUSION settings instead")
+    ap.add_argument("--code-search", type=Path, help="code_search.py's --keep dir (--fusion)")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-"))
-    queries: list[Query] = []
-    for name in SPLITS[args.split]:  # the same queries, pointed at the kept repositories
-        for q in build_repo(THIRD_PARTY / name, tmp / name, args.files, args.seed):
-            queries.append(dataclasses.replace(q, repo=str(args.keep / name)))
+    queries = quality_queries(args.split, args.keep, args.files, args.seed)
     settings = load_settings(env={}, overrides={"index.dir": str(args.keep / "index")})
-    searcher = Searcher(IndexStore(str(args.keep / "index")))
-    vectors = make_embedder(settings.embedding).embed([q.text for q in queries])
-    where = "synthetic = false"
-    data = [
-        (q, searcher._vector(v, 50, where), searcher._text(q.text, 50, where))
-        for q, v in zip(queries, vectors, strict=True)
-    ]
+    store = IndexStore(str(args.keep / "index"))
+    if not store.fts_current():
+        raise SystemExit("full-text index not as FTS_CONFIG says: rerun search_quality.py")
+    searcher = Searcher(store)
+    embedder = make_embedder(settings.embedding)
     print(
         f"split {args.split}: {sum(q.kind == 'code' for q in queries)} code-seeking, "
         f"{sum(q.kind == 'doc' for q in queries)} doc-seeking queries; R@5"
     )
+    if args.fusion:
+        by_kind = {
+            kind: rankings(
+                searcher, embedder, [(q.answered_by, q.text) for q in queries if q.kind == kind]
+            )
+            for kind in ("code", "doc")
+        }
+        by_kind["filtered"] = rankings(
+            searcher,
+            embedder,
+            [(q.answered_by, q.text) for q in queries if q.kind == "code"],
+            "synthetic = false AND language = 'python'",
+        )
+        fusion_quality(by_kind)
+        for language in ("go", "typescript", "javascript") if args.code_search else ():
+            print(f"\ncode_search {language}:")
+            fusion_code(code_search_data(args.code_search, language, args.seed))
+        return
+    where = "synthetic = false"
+    vectors = embedder.embed([q.text for q in queries])
+    data = [
+        (q, searcher._vector(v, 50, where), searcher._text(q.text, 50, where))
+        for q, v in zip(queries, vectors, strict=True)
+    ]
     for name, rule in rules().items():
         r5 = {}
         for kind in ("code", "doc"):

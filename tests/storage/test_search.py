@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import Indexer, Repo
 
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, RRF_K, Mode
+from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, RRF_K, TEXT_WEIGHT, Mode
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
@@ -67,6 +67,19 @@ def test_hybrid_beats_vector_and_text_alone(index: Index) -> None:
     assert hybrid > text, (hybrid, vector, text)
 
 
+def test_the_text_ranking_counts_text_weight_in_the_fusion(index: Index) -> None:
+    """In text mode a definition at rank r of the full-text ranking scores
+    TEXT_WEIGHT / (RRF_K + r + 1), in vector mode 1 / (RRF_K + r + 1): the text ranking's
+    weight is applied to it, not to the vector ranking."""
+    query = "translate a shell wildcard pattern into a regular expression"
+    for mode, weight in ((Mode.TEXT, TEXT_WEIGHT), (Mode.VECTOR, 1.0)):
+        hits = index.search(query, k=10, mode=mode)
+        defs = [h for h in hits if h.kind == "function" and h.language == "python"]
+        assert len(defs) >= 3, (mode, [(h.kind, h.symbol) for h in hits])
+        places = [weight / h.score - RRF_K - 1 for h in defs]  # r, when weighted so
+        assert all(abs(r - round(r)) < 0.1 and r > -0.1 for r in places), (mode, places)
+
+
 def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
     """A query that names a function or method ranks it first."""
     for name in ("b85decode", "fnmatchcase", "dedent", "TextWrapper.wrap"):
@@ -80,7 +93,7 @@ def test_glue_scores_are_scaled_below_any_definition_of_the_same_ranks(index: In
     glue = [h for h in hits if h.kind in GLUE_KINDS]
     assert glue, [h.kind for h in hits]  # the query does reach module code
     # first in both rankings is the best a chunk can do; glue gets GLUE_WEIGHT of it
-    assert all(h.score <= GLUE_WEIGHT * 2 / (RRF_K + 1) + 1e-5 for h in glue)
+    assert all(h.score <= GLUE_WEIGHT * (1 + TEXT_WEIGHT) / (RRF_K + 1) + 1e-5 for h in glue)
     assert any(h.kind == "function" and h.score > max(g.score for g in glue) for h in hits)
 
 

@@ -4,9 +4,9 @@ Readers never take the writer lock; their handles use strong read consistency
 (``read_consistency_interval=0``) so each query sees the latest commit, and a
 commit replaces a file's rows atomically, so no query sees a file half-updated.
 
-Fusion is plain reciprocal rank fusion (RRF, k=60) of the vector and full-text
-rankings, plus a boost for chunks whose symbol the query names exactly (or by
-prefix): a query that names a function finds it first.  Definitions come first:
+Fusion is reciprocal rank fusion (RRF, k=60) of the vector and full-text rankings, the
+text ranking weighted :data:`TEXT_WEIGHT`, plus a boost for chunks whose symbol the query
+names exactly (or by prefix): a query that names a function finds it first.  Definitions come first:
 the fused score of code that is not a definition (module code, the glue of a
 class body, later pieces of a split definition) is scaled by
 :data:`GLUE_WEIGHT`, so such a chunk outranks a definition only when it is
@@ -15,7 +15,10 @@ code question: when a query starts as code questions do (:func:`asks_for_code`: 
 "Returns …") and does not ask for docs (:func:`wants_prose`), a docs section's fused score
 is scaled by :data:`PROSE_WEIGHT`; other queries leave prose as it is.  Measured on
 bench/search_quality.py's held-out split (checked once): code questions R@5 0.638 -> 0.649
-(Python-filtered 0.660), doc questions 0.692 -> 0.692.
+(Python-filtered 0.660), doc questions 0.692 -> 0.692.  The fusion's weights were then chosen
+on the tune split (:data:`TEXT_WEIGHT`); on held-out (looked at in earlier sessions) they did
+not show a gain: code 0.642 -> 0.638 (filtered 0.664 -> 0.658), doc 0.699 -> 0.692, each
+within its interval (docs/operations.md, Measured).
 """
 
 from __future__ import annotations
@@ -34,6 +37,16 @@ import numpy.typing as npt
 from codechunkd.storage.store import IndexStore, code_words, quote
 
 RRF_K = 60
+"""The RRF constant.  Smaller ones (30, 20, 10) lost code questions on the tune split
+(0.774-0.777 R@5 against 0.781-0.796 at 60, whatever the text weight) and text-alone R@5 on
+Go and TypeScript (bench/prose_rules.py --fusion)."""
+TEXT_WEIGHT = 1.2
+"""Weight of the full-text ranking in the RRF sum (the vector ranking's is 1).  1.2 with
+:data:`PROSE_WEIGHT` 0.7 lifted code questions on the tune split 0.781 -> 0.796 R@5 (MRR
+0.642 -> 0.653) and kept doc questions at 0.584 (MRR 0.431 -> 0.440); on bench/code_search.py
+it raised Go hybrid MRR 0.588 -> 0.597, above text alone (0.593), and kept hybrid R@5 at or
+above the better of text and vector on Go, TypeScript and JavaScript (docs/operations.md,
+Measured).  1.1-1.3 score alike; 1.5 drops code questions back."""
 SYMBOL_EXACT_BOOST = 1.0
 SYMBOL_PREFIX_BOOST = 0.02
 GLUE_KINDS = frozenset({"module", "block"})
@@ -46,7 +59,7 @@ codechunkd's dense, BM25 and hybrid Recall@5 and MRR on all three."""
 
 PROSE_LANGUAGES = frozenset({"markdown", "rst", "text"})
 """Languages of documentation rather than code."""
-PROSE_WEIGHT = 0.8
+PROSE_WEIGHT = 0.7
 """Scale of a prose chunk's fused score for a query that asks for code (:func:`asks_for_code`
 and not :func:`wants_prose`); other queries leave prose as it is.  A fixed weight on every
 query cost doc-seeking questions a third of their Recall@5 (0.7: doc 0.595 -> 0.395 on the
@@ -54,8 +67,10 @@ tune split), and rules that weigh only the hits (agreement of the retrievers, co
 code strength, the share of prose at the top, a prose hit lifting the code it names) cost
 them too; deciding from the query's first word lifted code questions 0.766 -> 0.788 and
 left doc questions at 0.595 (bench/prose_rules.py, tune split; docs/operations.md,
-Measured).  0.8 is the strongest demotion that kept doc questions whole there (0.7: doc
-0.584)."""
+Measured).  With the code tokenizer and :data:`TEXT_WEIGHT` 1.2, 0.7 keeps doc questions
+at today's 0.584 (0.589 at 0.8, 0.584 at 0.75) and ranks the most code questions in the top
+5 (0.796; 0.792 at 0.75, 0.785 at 0.8); with the text weight at 1.0 it cost doc questions
+one (0.579).  On held-out it showed no gain (module docstring)."""
 _CODE_VERB_WORDS = """
 add allocate append apply assemble attach attempt bind build cache calculate call check
 clear clone close collect combine compare compute connect construct consume convert copy
@@ -321,7 +336,7 @@ class Searcher:
         if not headers:  # synthetic class headers rank leaf chunks down (measured -0.02..0.04 R@5)
             where = "synthetic = false" + (f" AND {named}" if named else "")
         n = max(4 * k, 50)
-        ranked: list[list[dict[str, Any]]] = []
+        ranked: list[tuple[list[dict[str, Any]], float]] = []  # (ranking, its weight)
         text_rows: list[list[dict[str, Any]]] = []
         failed: list[BaseException] = []
 
@@ -338,17 +353,17 @@ class Searcher:
         if worker:
             worker.start()
         if mode is not Mode.TEXT and vector is not None:
-            ranked.append(self._vector(vector, n, where))
+            ranked.append((self._vector(vector, n, where), 1.0))
         if worker:
             worker.join()
             if failed:
                 raise failed[0]
-            ranked.extend(text_rows)
+            ranked.extend((found, TEXT_WEIGHT) for found in text_rows)
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
-        for ranking in ranked:
+        for ranking, weight in ranked:
             for rank, row in enumerate(ranking):
-                scores[row["id"]] = scores.get(row["id"], 0.0) + 1.0 / (RRF_K + rank + 1)
+                scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
         code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         prose = PROSE_WEIGHT if code_question else 1.0
