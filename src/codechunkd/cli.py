@@ -287,7 +287,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.pipeline.sync import Syncer
     from codechunkd.storage.cache import EmbeddingCache
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.lease import writer_lock
+    from codechunkd.storage.lease import lease_check, writer_lock
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
@@ -301,7 +301,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         _refuse_damaged(paths)
     if not args.rebuild and _already_fresh(settings, paths, git, args):
         return 0
-    with writer_lock(paths, what="codechunkd index"):
+    with writer_lock(paths, what="codechunkd index") as lock:
+        check = lease_check(lock)  # a lease taken over stops the next commit (LeaseLost, exit 15)
         if args.rebuild:  # set aside whatever cannot be opened, and say so
             from codechunkd.storage.repair import repair
 
@@ -325,9 +326,10 @@ def cmd_index(args: argparse.Namespace) -> int:
                 from codechunkd.pipeline.distributed import RaySyncer, ray_session
 
                 with ray_session(args.address):
-                    report = RaySyncer(settings, store, embedder, cache).sync(git, progress=bar)
+                    ray_syncer = RaySyncer(settings, store, embedder, cache, check_writer=check)
+                    report = ray_syncer.sync(git, progress=bar)
             else:
-                syncer = Syncer(settings, store, embedder, cache)
+                syncer = Syncer(settings, store, embedder, cache, check_writer=check)
                 report = syncer.sync(git, progress=bar)
         except KeyboardInterrupt:
             if bar.enabled and bar.last is not None:

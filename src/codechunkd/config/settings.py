@@ -100,8 +100,9 @@ class ObjectStoreSettings:
     write fails. Bounds: 0 to 100."""
     retry_timeout_s: int = 180
     """An ``s3://`` index: no request is retried later than this many seconds after it was
-    first sent; then the sync fails, its state does not advance, and the next sync repairs
-    it. Bounds: 1 to 86_400."""
+    first sent, and no single try waits longer than this (nor than 30 s) for an answer, so a
+    server that hangs fails a request within about twice this; then the sync fails, its
+    state does not advance, and the next sync repairs it. Bounds: 1 to 86_400."""
     lease_s: float = 60.0
     """An ``s3://`` index: how long the writer's lease (an object next to the tables that
     keeps a second writer out, on any machine) lasts unless renewed; the writer renews it

@@ -252,8 +252,13 @@ class Syncer:
         embedder: Embedder,
         cache: EmbeddingCache,
         summaries: SummaryCache | None = None,
+        *,
+        check_writer: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.check_writer = check_writer
+        """Raises when this process may no longer write the index (an ``s3://`` lease taken
+        over: ``Lease.check``); called before each batch commit and state write."""
         self.store = store
         self.embedder = embedder
         self.cache = cache
@@ -306,6 +311,7 @@ class Syncer:
         del manifest
         todo = self._ordered(git, todo, changes.head.commit)
         if todo or deletes:
+            self._still_writer()
             self.store.put_state(self._state(git, state, changes, pending=True))
             crashpoint("sync.pending")
             self._apply(git, changes, todo, deletes, known, report, progress)
@@ -313,6 +319,7 @@ class Syncer:
         # a pending mark left by an interrupted run goes as soon as the index matches,
         # even when this run found nothing left to write
         if todo or deletes or state is None or state.pending or self._state_moved(state, changes):
+            self._still_writer()  # a writer that lost the index must not advance its state
             self.store.put_state(self._state(git, state, changes, pending=False))
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
@@ -324,6 +331,21 @@ class Syncer:
         report.seconds = time.monotonic() - started
         log.info("sync_done", **report.as_dict())
         return report
+
+    def remove_interrupted_writes(self) -> int:
+        """Delete data files that no version of the table references: those an interrupted
+        build wrote and never committed (a Ray driver killed before its commit).  The writer
+        calls it before it writes, when a run was interrupted (one writer per index: no write
+        of anyone else can be in progress).  Returns the bytes freed."""
+        keep = timedelta(hours=self.settings.index.keep_versions_hours)
+        freed = self.store.remove_unreferenced_files(keep)
+        if freed:
+            log.info("unreferenced_files_removed", bytes=freed)
+        return freed
+
+    def _still_writer(self) -> None:
+        if self.check_writer is not None:
+            self.check_writer()
 
     def upkeep(self, *, force: bool = False) -> bool:
         """Keep ``chunks`` indexed and unfragmented (the writer, after each batch and sync).
@@ -514,17 +536,6 @@ class Syncer:
         never = RECENT_COMMITS + 1
         return sorted(todo, key=lambda v: (order_rank(v.path), age.get(v.path, never), v.path))
 
-    def remove_interrupted_writes(self) -> int:
-        """Delete data files that no version of the table references: those an interrupted
-        build wrote and never committed (a Ray driver killed before its commit).  The writer
-        calls it before it writes, when a run was interrupted (one writer per index: no write
-        of anyone else can be in progress).  Returns the bytes freed."""
-        keep = timedelta(hours=self.settings.index.keep_versions_hours)
-        freed = self.store.remove_unreferenced_files(keep)
-        if freed:
-            log.info("unreferenced_files_removed", bytes=freed)
-        return freed
-
     def _apply(
         self,
         git: GitSource,
@@ -552,6 +563,7 @@ class Syncer:
             ready = self._embed(read, report, functools.partial(meter.report_within, done))
             t1 = time.monotonic()
             new = not any(v.path in known for v in batch)
+            self._still_writer()
             self.store.write_batch(
                 git.source, changes.head, ready, dels, model_id=self.embedder.model_id, new=new
             )

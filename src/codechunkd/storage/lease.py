@@ -9,8 +9,11 @@ JSON object naming its holder (id, host, pid, command) and when it expires:
 - an expired lease (its holder died without releasing it) is taken over with
   ``If-Match: <the etag read>``, so two writers cannot both take over one dead lease;
 - the holder renews it every third of its lifetime with ``If-Match: <its own etag>``; a
-  renewal answered 412 means another writer took it over (this one stalled past its
-  expiry): the lease is marked lost and logged;
+  renewal answered 412 (404 on AWS: the object is gone) means another writer took it over
+  (this one stalled past its expiry) or it was deleted: the lease is marked lost and logged;
+- a writer also reads it back before each batch commit (``check``, a ``GET``): a takeover
+  between two renewals stops the writer before its next write, not up to a third of the
+  lease's life later (``LeaseLost``, exit 15; its state did not advance);
 - releasing it deletes it (``If-Match`` again: never another writer's lease).
 
 Lance's own commit conflict detection would keep two writers from corrupting a
@@ -100,6 +103,21 @@ class LeaseHeld(IndexLocked):
             else "another writer"
         )
         self.args = (f"{uri} is being written by {who}",)
+
+
+class LeaseLost(StoreError):
+    """This writer's lease was taken over or deleted: it must not write again."""
+
+    exit_code = 15
+
+    def __init__(self, uri: str, holder: Holder | None) -> None:
+        self.uri = uri
+        self.holder = holder
+        now = f"now held by {holder.describe()}" if holder else "it was deleted or replaced"
+        super().__init__(
+            f"{uri}: this writer lost its lease ({now}); stopped before its next write, "
+            "the source's state not advanced: run it again once the index is free"
+        )
 
 
 class Lease:
@@ -209,7 +227,7 @@ class Lease:
 
     def renew(self) -> bool:
         """Extend the lease; False when it is no longer ours (or could not be reached)."""
-        if self._etag is None:
+        if self._etag is None or self.lost:
             return False
         try:
             resp = self._put({"if-match": self._etag})
@@ -219,10 +237,30 @@ class Lease:
         if resp.status == 200:
             self._etag = resp.etag
             return True
-        if resp.status == 412:
+        if resp.status in (404, 412):
             self.lost = True
             log.error("lease lost: another writer took over the index", index=self.uri)
         return False
+
+    def check(self) -> None:
+        """Raise ``LeaseLost`` unless the lease object, read now, is still this writer's.
+
+        Called before each batch commit and before a source's state advances: renewals
+        notice a takeover only every third of the lease's life.  Compared by lease id,
+        not etag, so a renewal racing this read cannot make it look lost.  A read that
+        fails (the server unreachable) raises its ``StoreError``: no write is attempted
+        on an index whose lease cannot be confirmed.
+        """
+        found: tuple[Holder | None, str] | None = None
+        if self.lost:  # known already (a renewal): read the new holder only to name it
+            with contextlib.suppress(StoreError):
+                found = self.holder()
+        else:
+            found = self.holder()
+        holder = found[0] if found else None
+        if self.lost or holder is None or holder.id != self.id:
+            self.lost = True  # the raise is the report: the caller stops and says why
+            raise LeaseLost(self.uri, holder)
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -259,6 +297,12 @@ def _error_code(body: bytes) -> str:
     start = text.find("<Code>")
     end = text.find("</Code>", start)
     return text[start + 6 : end] if start >= 0 and end > start else "?"
+
+
+def lease_check(guard: WriterGuard) -> Callable[[], None] | None:
+    """What a writer calls before each commit to learn that it lost the index (a lease's
+    ``check``); None for a ``flock``, which its process holds until it exits."""
+    return guard.check if isinstance(guard, Lease) else None
 
 
 def writer_lock(paths: IndexPaths, *, what: str) -> WriterGuard:

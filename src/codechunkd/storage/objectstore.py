@@ -28,6 +28,10 @@ from codechunkd.errors import ConfigError, StoreError
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
+ATTEMPT_TIMEOUT_S = 30
+"""The longest one request to the object store may take (object_store's own default), or
+``object_store.retry_timeout_s`` when that is shorter."""
+
 
 def is_local(uri: str) -> bool:
     """Whether ``uri`` is a local directory (a path or ``file://``), not an object store."""
@@ -80,6 +84,10 @@ class ObjectStore:
         out = {k: v for k, v in opts.items() if v}
         out["client_max_retries"] = str(self.retries)
         out["client_retry_timeout"] = str(self.retry_timeout_s)
+        # each attempt waits 30 s by default, which alone outlasts a small retry budget: a
+        # stalled server held a write for 30 s with retry_timeout_s = 2 (measured); no
+        # attempt outlives the budget now (unchanged at the default budget of 180 s)
+        out["timeout"] = f"{min(ATTEMPT_TIMEOUT_S, self.retry_timeout_s)}s"
         if self.allow_http:
             out["allow_http"] = "true"
         return out
