@@ -301,3 +301,57 @@ def test_an_index_whose_lease_is_taken_over_stops_with_exit_15_and_the_next_run_
     report = verify(settings, reader, GitSource(repo.path))
     assert report.ok and report.duplicate_ids == 0, report
     assert Lease(uri, _store(s3)).holder() is None  # released
+
+
+@pytest.mark.slow
+def test_a_daemon_whose_lease_is_taken_over_stops_before_its_next_commit(
+    s3: S3Server,
+    repo: Repo,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A daemon (``codechunkd run``) indexing one file per batch has its lease taken over
+    after its first commit: it stops before its next commit and exits 15, long before its
+    next renewal would have told it (the lease is an hour, renewed every 20 minutes), and
+    its source's state is not advanced."""
+    _write_modules(repo, 24, "mod")
+    head = repo.commit("init")
+    prefix = _prefix()
+    uri = f"s3://{s3.BUCKET}/{prefix}"
+    env = _cli_env(
+        s3,
+        prefix,
+        s3.endpoint,
+        CODECHUNKD_INDEX_BATCH_FILES="1",
+        CODECHUNKD_OBJECT_STORE_LEASE_S="3600",
+        CODECHUNKD_EMBEDDING_THREADS="1",
+        CODECHUNKD_EMBEDDING_SESSIONS="1",
+    )
+    child = subprocess.Popen(
+        [EXE, "run", str(repo.path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    reader = _direct(s3, prefix)
+    thief = Lease(uri, _store(s3), what="thief", ttl=60, clock=lambda: time.time() + 3601)
+    try:
+        wait_for(
+            lambda: reader.has_chunks() and reader.count_chunks() > 0,
+            "the first batch committed",
+            timeout=120,
+        )
+        thief.acquire()  # the daemon's lease looks expired by the thief's clock
+        _, err = child.communicate(timeout=60)  # a renewal would come 20 minutes later
+        assert child.returncode == 15, err
+        assert "writer_lease_lost" in err, err
+        state = reader.state(GitSource(repo.path).source.id)
+        assert state is not None and state.commit is None and state.pending == head
+        assert 0 < reader.count_chunks() < 24  # stopped part way, at a commit
+        holder = Lease(uri, _store(s3)).holder()
+        assert holder is not None and holder[0] is not None and holder[0].what == "thief"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+        thief.release()

@@ -72,7 +72,7 @@ from codechunkd.pipeline.summarize import Summarizer, SummaryRun, open_summarize
 from codechunkd.pipeline.sync import Syncer, SyncProgress
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.lease import writer_lock
+from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock
 from codechunkd.storage.store import IndexStore, read_state_file
 
 log = structlog.get_logger("codechunkd.daemon")
@@ -340,7 +340,13 @@ class Service:
         if abandoned:  # the writer is inside a batch; its source's state says pending
             sys.stderr.flush()
             os._exit(130 if self.force_exit else 0)  # exiting releases the lock
-        return 0
+        return LeaseLost.exit_code if self.lease_lost else 0
+
+    @property
+    def lease_lost(self) -> bool:
+        """Another writer took this daemon's ``s3://`` lease over (found by a renewal, or
+        by the check before a commit): it must stop writing, and exits 15."""
+        return bool(getattr(self.lock, "lost", False))
 
     def handle_signal(self, sig: int, frame: FrameType | None) -> None:
         """Only flags (no logging, no locks but the wake-up event)."""
@@ -367,7 +373,7 @@ class Service:
         self.cache = EmbeddingCache(
             self.paths.cache, max_entries=self.settings.embedding.cache_size
         )
-        self.syncer = Syncer(self.settings, self.store, self.embedder, self.cache)
+        self.syncer = self._syncer(self.settings)
         self.summarizer = self._open_summarizer()
         self.watcher = make_watcher(self.queue.put, backend=d.watcher, max_watches=d.max_watches)
         for spec in self.specs():
@@ -398,6 +404,15 @@ class Service:
             socket=str(self.paths.socket),
         )
 
+    def _syncer(self, settings: Settings) -> Syncer:
+        """The writer's syncer; with an ``s3://`` lease it reads the lease back before each
+        commit, so a daemon whose lease was taken over stops before its next write (``tick``
+        sees ``lost``), not only at its next renewal."""
+        assert self.store is not None and self.embedder is not None and self.cache is not None
+        return Syncer(
+            settings, self.store, self.embedder, self.cache, check_writer=lease_check(self.lock)
+        )
+
     def main_loop(self) -> None:
         while not self.should_exit:
             self._wake.clear()  # before the tick: a wake-up during it is not lost
@@ -407,7 +422,7 @@ class Service:
 
     def tick(self) -> None:
         """One turn of the main loop: reloads, readiness, retries, systemd."""
-        if getattr(self.lock, "lost", False):  # an s3:// lease another writer took over
+        if self.lease_lost:  # an s3:// lease another writer took over
             log.error("writer_lease_lost", index=self.paths.uri)
             self.should_exit = True
             return
@@ -715,7 +730,7 @@ class Service:
         assert self.store is not None and self.embedder is not None and self.cache is not None
         self.settings = new
         before = self.syncer.fingerprint if self.syncer is not None else None
-        self.syncer = Syncer(new, self.store, self.embedder, self.cache)
+        self.syncer = self._syncer(new)
         if before is not None and self.syncer.fingerprint != before:
             # what is indexed changed (files.exclude, the size limit, chunking): apply it now,
             # not at the next periodic reconcile (newly excluded files must not stay searchable)
