@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from structlog.testing import capture_logs
-from tests.conftest import Indexer, Repo, run_service, wait_for
+from tests.conftest import Indexer, Repo, S3Server, run_service, wait_for
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.git.changes import GitSource
@@ -350,6 +350,146 @@ def test_driver_killed_before_the_commit_leaves_files_the_next_build_removes(
         check = verify(settings, ix.store, GitSource(repo.path))
         assert check.ok and check.duplicate_ids == 0, check
     finally:
+        ix.close()
+
+
+def _s3_data_files(server: S3Server, prefix: str) -> set[str]:
+    """The names of the objects under ``chunks``' ``data/`` on ``s3://idx/<prefix>``, as the
+    server lists them (pyarrow's S3 client: ours signs single-object requests only)."""
+    from pyarrow import fs
+
+    client = fs.S3FileSystem(
+        access_key=server.KEY_ID,
+        secret_key=server.SECRET,
+        endpoint_override=server.endpoint,
+        scheme="http",
+        region="us-east-1",
+    )
+    where = fs.FileSelector(f"{server.BUCKET}/{prefix}/chunks.lance/data", recursive=True)
+    return {Path(i.path).name for i in client.get_file_info(where) if i.type == fs.FileType.File}
+
+
+def test_ray_build_onto_s3_ships_the_credentials_and_leaves_no_stray_file(
+    cluster: str,
+    repo: Repo,
+    tmp_path: Path,
+    embedder: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    s3_server: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cold Ray build onto ``s3://`` (the local SeaweedFS) whose workers have no credentials
+    in their environment: they write the data files with the options the driver resolved;
+    the driver holds the lease throughout (a second writer is refused mid-build) and
+    commits once; the rows equal a local build's, ``verify`` is clean, every object under
+    ``data/`` is a file the table references, the state names the commit, and the driver's
+    embedding cache holds every vector. A later Ray build whose lease is taken over
+    mid-build stops before its commit (``LeaseLost``): no row added, the state not advanced."""
+    from codechunkd.pipeline.distributed import RaySyncer
+    from codechunkd.pipeline.sync import SyncProgress
+    from codechunkd.storage.lease import Lease, LeaseHeld, LeaseLost, lease_check, writer_lock
+
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    files = _stdlib_repo(repo)
+    # variables of names no worker can have: Ray's workers took their environment from
+    # the raylet, started with the module's cluster, before these exist
+    token = secrets.token_hex(4).upper()
+    key_env, secret_env = f"RAYTEST_KEY_{token}", f"RAYTEST_SECRET_{token}"
+    monkeypatch.setenv(key_env, s3_server.KEY_ID)
+    monkeypatch.setenv(secret_env, s3_server.SECRET)
+
+    def worker_env() -> list[str | None]:
+        return [os.environ.get(n) for n in (key_env, secret_env)]
+
+    assert ray.get(ray.remote(num_cpus=1)(worker_env).remote()) == [None, None]
+
+    prefix = f"ray-{secrets.token_hex(5)}"
+    settings = s3_server.settings(
+        prefix,
+        **{
+            "object_store.access_key_env": key_env,
+            "object_store.secret_key_env": secret_env,
+            "index.batch_files": 4,
+            "embedding.onnx_dir": str(onnx_dir),
+        },
+    )
+    ix = Indexer(settings, embedder)
+    intruders: list[str] = []
+
+    def second_writer(p: SyncProgress) -> None:
+        if p.files_done and not intruders:  # a batch has come back: the build is under way
+            other = Lease(ix.paths.uri, ix.paths.store, what="intruder", ttl=30)  # type: ignore[arg-type]
+            try:
+                other.acquire()
+            except LeaseHeld as exc:
+                intruders.append(str(exc))
+            else:
+                other.release()
+                intruders.append("acquired")
+
+    try:
+        with writer_lock(ix.paths, what="ray build") as lock, capture_logs() as logs:
+            syncer = RaySyncer(
+                settings, ix.store, embedder, ix.cache, check_writer=lease_check(lock)
+            )
+            report = syncer.sync(GitSource(repo.path), progress=second_writer)
+        assert report.added == files and report.chunks > files
+        assert len(intruders) == 1 and "ray build (pid" in intruders[0], intruders
+        commits = [e for e in logs if e["event"] == "batch_committed"]
+        assert len(commits) == 1 and commits[0]["files"] == files, commits
+        assert commits[0]["fragments"] >= files // 4  # the workers' data files, one commit
+        check = verify(settings, ix.store, GitSource(repo.path))
+        assert check.ok and check.duplicate_ids == 0, check
+        state = ix.store.state(GitSource(repo.path).source.id)
+        assert state is not None and state.commit == repo.head() and state.pending is None
+        assert _s3_data_files(s3_server, prefix) == _referenced(ix)
+        got = _rows(ix)
+        hashes = {r["embed_hash"] for r in got.values()}
+        assert set(ix.cache.get_many(embedder.model_id, hashes, embedder.dimension)) == hashes
+    finally:
+        ix.close()
+
+    local = Indexer(_settings(tmp_path, "local-index", onnx_dir), embedder)
+    try:
+        assert local.sync(repo.path).chunks == report.chunks
+        want = _rows(local)
+    finally:
+        local.close()
+    assert set(got) == set(want)
+    for rid, row in want.items():
+        assert {k: got[rid][k] for k in ROW_COLUMNS} == {k: row[k] for k in ROW_COLUMNS}
+        np.testing.assert_allclose(got[rid]["vector"], row["vector"], atol=1e-5)
+
+    # a later build of new files whose lease another writer takes over mid-build (as after
+    # an expiry) stops before its commit: no row of its added, the state not advanced
+    built = repo.head()
+    for i in range(8):
+        repo.write(f"more/m{i}.py", f"def more_function_{i}(x):\n    return x * {i}\n")
+    repo.commit("more")
+    ix = Indexer(settings, embedder)
+    usurpers: list[Lease] = []
+
+    def take_over(p: SyncProgress) -> None:
+        if p.files_done and not usurpers:  # a batch's data files are written
+            late = time.time() + settings.object_store.lease_s + 1  # sees the lease expired
+            usurper = Lease(ix.paths.uri, ix.paths.store, what="usurper", clock=lambda: late)  # type: ignore[arg-type]
+            usurper.acquire()
+            usurpers.append(usurper)
+
+    try:
+        before = ix.store.count_chunks()
+        with writer_lock(ix.paths, what="ray build") as lock, pytest.raises(LeaseLost):
+            syncer = RaySyncer(
+                settings, ix.store, embedder, ix.cache, check_writer=lease_check(lock)
+            )
+            syncer.sync(GitSource(repo.path), progress=take_over)
+        assert usurpers, "the lease was never taken over"
+        assert ix.store.count_chunks() == before
+        state = ix.store.state(GitSource(repo.path).source.id)
+        assert state is not None and state.commit == built
+    finally:
+        for usurper in usurpers:
+            usurper.release()
         ix.close()
 
 

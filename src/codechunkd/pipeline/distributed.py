@@ -44,6 +44,7 @@ import socket
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -186,6 +187,9 @@ class _Job:
     """The driver's embedder's: a worker whose own differs refuses to embed."""
     driver_node: str
     """The driver's Ray node: vectors made elsewhere travel back for the driver's cache."""
+    cache: str
+    """The driver's embedding cache, which the workers on its node use: they need not share
+    its environment (an ``s3://`` index's cache is under the driver's state directory)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -201,19 +205,20 @@ class _Done:
     workers share its cache."""
 
 
-_WORKER_SYNCERS: dict[tuple[str, str], Syncer] = {}
+_WORKER_SYNCERS: dict[tuple[str, str, str], Syncer] = {}
 """One ``Syncer`` per worker process and index: the model is loaded once per worker."""
 
 
-def _worker_syncer(job: _Job) -> Syncer:
+def _worker_syncer(job: _Job, node: str) -> Syncer:
     settings = job.settings
-    key = (job.uri, repr(settings.embedding))
+    key = (job.uri, repr(settings.embedding), job.cache)
     syncer = _WORKER_SYNCERS.get(key)
     if syncer is None:
         # no state file: only the driver writes state and commits to the table
         store = IndexStore(job.uri, storage_options=job.storage_options)
-        paths = IndexPaths.of(settings)
-        cache = EmbeddingCache(paths.cache, max_entries=settings.embedding.cache_size)
+        # the driver's cache on its node, whatever this worker's environment; else this node's
+        path = Path(job.cache) if node == job.driver_node else IndexPaths.of(settings).cache
+        cache = EmbeddingCache(path, max_entries=settings.embedding.cache_size)
         syncer = Syncer(settings, store, make_embedder(settings.embedding), cache)
         _WORKER_SYNCERS[key] = syncer
     if syncer.embedder.model_id != job.model_id:
@@ -228,10 +233,10 @@ def index_slice(job: _Job, versions: Sequence[FileVersion], write: bool) -> _Don
     files (none of the paths has rows), else hand them back to the driver."""
     import ray
 
-    syncer = _worker_syncer(job)
+    here = ray.get_runtime_context().get_node_id()
+    syncer = _worker_syncer(job, here)
     report = SyncReport()
     rows = syncer.index_files(GitSource(job.path, ref=job.ref), versions, report)
-    here = ray.get_runtime_context().get_node_id()
     vectors = (
         {c.embed_hash: c.vector for f in rows for c in f.chunks} if here != job.driver_node else {}
     )
@@ -296,6 +301,7 @@ class RaySyncer(Syncer):
                 storage_options=paths.storage_options,
                 model_id=self.embedder.model_id,
                 driver_node=here,
+                cache=str(self.cache.path),
             )
         )
         task = ray.remote(max_retries=MAX_RETRIES, **resources)(index_slice)
@@ -351,6 +357,7 @@ class RaySyncer(Syncer):
         return got
 
     def _commit(self, git: GitSource, waiting: Sequence[FragmentBatch]) -> int:
+        self._still_writer()  # a driver whose lease was taken over commits nothing more
         written = self.store.commit_fragments(waiting)
         log.info(
             "batch_committed",
@@ -370,6 +377,7 @@ class RaySyncer(Syncer):
         rows: Sequence[IndexedFile],
         dels: Sequence[str],
     ) -> int:
+        self._still_writer()
         self.store.write_batch(
             git.source, changes.head, rows, dels, model_id=self.embedder.model_id, new=False
         )
