@@ -4,7 +4,8 @@
                                         [--end-to-end 40]
     .venv/bin/python bench/embedding.py --layouts [--n 300] [--onnx-dir DIR] [--model DIR]
     .venv/bin/python bench/embedding.py --remote [--n 1024] [--remote-delay 0.05]
-    .venv/bin/python bench/embedding.py --machine [--n 300] [--onnx-dir DIR] [--end-to-end 40]
+    .venv/bin/python bench/embedding.py --machine [--n 300] [--gpu-n N] [--onnx-dir DIR]
+                                        [--end-to-end 40]
 
 ``--remote``: the remote backend against a stand-in ``/v1/embeddings`` server on
 127.0.0.1 that takes ``--remote-delay`` seconds per 32 texts (a GPU server's time;
@@ -14,8 +15,10 @@ concurrency 1, at the default, and through the daemon's slices (``LockedEmbedder
 ``--machine``: every path this machine has, in one run: ``--layouts`` (onnx on every
 session layout, raw tokenize and forward limits, calibration's pick), torch on CPU and
 on CUDA when present (with the raw fp16/fp32 forward on the GPU and the fp16 cosine;
-a line says so when torch is not installed), ``--remote``, and a cold
-``codechunkd index`` against the best raw path (``--end-to-end N``).
+a line says so when torch is not installed; ``--gpu-n``: texts for the cuda paths),
+``--remote``, and a cold ``codechunkd index`` against the best raw path (``--end-to-end
+N``; a line says so where lancedb, pygit2 or the grammars are missing, as on a GPU machine
+run by scripts/device_bench.sh).
 
 ``--layouts``: the onnx backend alone on every session layout of this machine (one
 session of 1…N threads, N one-thread sessions, the mixes), the raw limits (tokenize
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import os
 import resource
@@ -83,7 +87,7 @@ MODULES = (
     "pydoc.py",
     "logging/__init__.py",
 )
-BACKENDS = {
+BACKENDS: dict[str, dict[str, Any]] = {
     "torch": {"backend": "torch"},
     "torch-t2": {"backend": "torch", "threads": 2},
     "onnx": {"backend": "onnx"},
@@ -97,7 +101,12 @@ def stdlib_functions(count: int) -> list[str]:
     """Real code: function and method sources between 200 and 3000 characters."""
     out: list[str] = []
     for name in MODULES:
-        source = (STDLIB / name).read_text()
+        path = STDLIB / name
+        if not path.is_file():  # Python 3.12 made zipfile a package
+            path = STDLIB / name.removesuffix(".py") / "__init__.py"
+        if not path.is_file():
+            continue
+        source = path.read_text()
         lines = source.splitlines(keepends=True)
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.end_lineno is not None:
@@ -337,8 +346,15 @@ def remote_bench(args: argparse.Namespace) -> float:
     import hashlib
 
     from codechunkd.config.settings import EmbeddingSettings
-    from codechunkd.daemon.service import LockedEmbedder
     from codechunkd.embedding.embed_remote import RemoteEmbedder
+
+    locked: Any = None
+    try:  # the daemon imports lancedb, pygit2, watchdog: a bare GPU machine lacks them
+        from codechunkd.daemon.service import LockedEmbedder
+
+        locked = LockedEmbedder
+    except ImportError as exc:
+        print(f"\nremote: the daemon's slices skipped ({exc.name} is not installed here)")
 
     delay = args.remote_delay
     inflight = [0, 0]  # now, most
@@ -383,12 +399,14 @@ def remote_bench(args: argparse.Namespace) -> float:
         (f"concurrency {default} (default)", default, False),
         (f"concurrency {default}, daemon slices", default, True),
     ):
+        if sliced and locked is None:
+            continue
         settings = EmbeddingSettings(
             backend="remote", remote_url=url, remote_model="bench", concurrency=concurrency
         )
         embedder: Any = RemoteEmbedder(settings)
         if sliced:
-            embedder = LockedEmbedder(embedder)
+            embedder = locked(embedder)
             embedder.embed(texts[:64])  # measures the speed the slices grow to
         inflight[1] = 0
         t = time.perf_counter()
@@ -414,6 +432,10 @@ def torch_paths(args: argparse.Namespace) -> dict[str, float]:
     from codechunkd.embedding.embed_torch import TorchEmbedder, min_cosine
 
     texts = stdlib_functions(args.n)
+    gpu_texts = [  # --gpu-n: more texts than the stdlib has, each a distinct string
+        t if i < len(texts) else f"{t}\n# {i}"
+        for i, t in enumerate(itertools.islice(itertools.cycle(texts), args.gpu_n or len(texts)))
+    ]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if len(devices) == 1:
         print("\ntorch: no CUDA device here, cuda paths skipped")
@@ -421,7 +443,7 @@ def torch_paths(args: argparse.Namespace) -> dict[str, float]:
     reference = None
     for device in devices:
         embedder = TorchEmbedder(EmbeddingSettings(backend="torch", device=device))
-        sample = texts if device == "cuda" else texts[: min(len(texts), 300)]
+        sample = gpu_texts if device == "cuda" else texts[: min(len(texts), 300)]
         embedder.embed(sample[:8])  # load (and, on cuda, the fp16 check)
         t = time.perf_counter()
         vectors = embedder.embed(sample)
@@ -435,7 +457,7 @@ def torch_paths(args: argparse.Namespace) -> dict[str, float]:
             f"model id {embedder.model_id} (fp16 check: {embedder.fp16_min_cosine})"
         )
         if device == "cuda":
-            rates.update(gpu_forward(embedder, texts))
+            rates.update(gpu_forward(embedder, gpu_texts))
     return rates
 
 
@@ -478,12 +500,22 @@ def machine(args: argparse.Namespace) -> None:
     torch_paths(args)
     remote_bench(args)
     if args.end_to_end:
-        end_to_end(args.end_to_end)
+        import importlib.util
+
+        index_deps = ("lancedb", "pygit2", "tree_sitter_language_pack")
+        missing = [m for m in index_deps if importlib.util.find_spec(m) is None]
+        if missing:
+            print(f"\nend to end: skipped, {', '.join(missing)} not installed here")
+        else:
+            end_to_end(args.end_to_end)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=300, help="texts to embed")
+    parser.add_argument(
+        "--gpu-n", type=int, default=0, help="texts for the cuda paths (default: --n; cycled)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--onnx-dir", default="")
