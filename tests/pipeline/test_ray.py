@@ -38,11 +38,17 @@ FILES = 24
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real two-CPU Ray cluster on this machine, small enough for CI's 2 cores, shared by
     the module; yields its address (for a ``codechunkd index`` in another process, which
-    gets the cluster's token through the environment, as Ray documents)."""
+    gets the cluster's token through the environment, as Ray documents).  Its workers get a
+    home and XDG directories of their own: a worker that works a path out of its own
+    environment must not write into the developer's home."""
+    home = tmp_path_factory.mktemp("ray-home")
     with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOME", str(home))
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+            env.setenv(name, str(home / name.lower()))
         # token auth (Ray's default for a local cluster) with a token of this module's, not
         # one Ray would save in the home directory; ray.init sets RAY_AUTH_MODE, undone after
         env.delenv("RAY_AUTH_MODE", raising=False)
