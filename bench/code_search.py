@@ -31,7 +31,6 @@ import math
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +55,7 @@ from codechunkd.storage.store import IndexStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from retrieval import first_sentence
-from search_quality import ci
+from search_quality import ci, commit_corpus
 
 CACHE = Path.home() / ".cache" / "codechunkd-bench" / "code"
 
@@ -257,14 +256,7 @@ def build_repo(corpus: Corpus, dest: Path, files: int, seed: int) -> list[Query]
         out.write_bytes(stripped)
         queries.extend(Query(text, rel, line, name) for line, text, name in answers)
         taken += 1
-    env = {
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@x",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@x",
-    }
-    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "corpus"]):
-        subprocess.run(["git", *cmd], cwd=dest, check=True, env=env, capture_output=True)
+    commit_corpus(dest)
     return queries
 
 

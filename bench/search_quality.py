@@ -172,6 +172,12 @@ def build_repo(src: Path, dest: Path, cap: int, seed: int) -> list[Query]:
         out.write_text(stripped_doc)
         lang = "markdown" if p.suffix == ".md" else "rst"
         queries.extend(Query(s, "doc", str(dest), rel, a, b, lang) for s, a, b in sections)
+    commit_corpus(dest)
+    return queries
+
+
+def commit_corpus(dest: Path) -> None:
+    """Make ``dest`` a git repository with everything in it committed on ``main``."""
     env = {
         "GIT_AUTHOR_NAME": "b",
         "GIT_AUTHOR_EMAIL": "b@x",
@@ -180,7 +186,6 @@ def build_repo(src: Path, dest: Path, cap: int, seed: int) -> list[Query]:
     }
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "corpus"]):
         subprocess.run(["git", *cmd], cwd=dest, check=True, env=env, capture_output=True)
-    return queries
 
 
 # -- scoring ----------------------------------------------------------------------------
