@@ -194,7 +194,8 @@ class Indexer:
     def rows(self) -> list[dict]:  # type: ignore[type-arg]
         tbl = self.store.chunks_table()
         cols = ["id", "path", "start_byte", "end_byte", "content_hash", "symbol", "kind", "blob"]
-        return tbl.search().select(cols).limit(None).to_arrow().to_pylist()
+        rows: list[dict] = tbl.search().select(cols).limit(None).to_arrow().to_pylist()  # type: ignore[type-arg]
+        return rows
 
     def close(self) -> None:
         self.cache.close()
@@ -358,6 +359,14 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The session's S3 server, its credentials in the variables the settings name."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    return s3_server
 
 
 def run_service(service: Any, drive: Callable[[], None]) -> int:

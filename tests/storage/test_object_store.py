@@ -37,14 +37,6 @@ from codechunkd.storage.store import IndexStore
 EXE = str(Path(sys.executable).parent / "codechunkd")
 
 
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    """The session's S3 server, its credentials in the variables the settings name."""
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    return s3_server
-
-
 def _prefix() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 

@@ -35,14 +35,6 @@ EXE = str(Path(sys.executable).parent / "codechunkd")
 
 
 @pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    """The session's S3 server, its credentials in the variables the settings name."""
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    return s3_server
-
-
-@pytest.fixture
 def proxy(s3_server: S3Server) -> Iterator[SlowProxy]:
     """A proxy to the session's S3 server, closed (every thread ended) after the test."""
     with SlowProxy(s3_server.ports[6]) as p:
@@ -89,6 +81,40 @@ def _rows(store: IndexStore) -> list[tuple[Any, ...]]:
 def _write_modules(repo: Repo, n: int, tag: str) -> None:
     for i in range(n):
         repo.write(f"{tag}{i}.py", f"def {tag}_function_{i}(x):\n    return x * {i}\n")
+
+
+def _start_writer(
+    s3: S3Server, repo: Repo, command: str, prefix: str, **env: str
+) -> tuple[subprocess.Popen[str], IndexStore]:
+    """``codechunkd COMMAND REPO`` writing ``prefix`` one file per batch, started once its
+    first batch is committed; returns the child and a reader of the index."""
+    child = subprocess.Popen(
+        [EXE, command, str(repo.path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_cli_env(
+            s3,
+            prefix,
+            s3.endpoint,
+            CODECHUNKD_INDEX_BATCH_FILES="1",
+            CODECHUNKD_EMBEDDING_THREADS="1",  # no thread-count measurement in each process
+            CODECHUNKD_EMBEDDING_SESSIONS="1",
+            **env,
+        ),
+    )
+    reader = _direct(s3, prefix)
+    try:
+        wait_for(
+            lambda: reader.has_chunks() and reader.count_chunks() > 0,
+            "the first batch committed",
+            timeout=120,
+        )
+    except BaseException:
+        child.kill()
+        child.communicate()
+        raise
+    return child, reader
 
 
 @pytest.mark.slow
@@ -248,28 +274,8 @@ def test_an_index_whose_lease_is_taken_over_stops_with_exit_15_and_the_next_run_
     head = repo.commit("init")
     prefix = _prefix()
     uri = f"s3://{s3.BUCKET}/{prefix}"
-    env = _cli_env(
-        s3,
-        prefix,
-        s3.endpoint,
-        CODECHUNKD_INDEX_BATCH_FILES="1",
-        CODECHUNKD_EMBEDDING_THREADS="1",  # no thread-count measurement in each process
-        CODECHUNKD_EMBEDDING_SESSIONS="1",
-    )
-    child = subprocess.Popen(
-        [EXE, "index", str(repo.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    reader = _direct(s3, prefix)
+    child, reader = _start_writer(s3, repo, "index", prefix)
     try:
-        wait_for(
-            lambda: reader.has_chunks() and reader.count_chunks() > 0,
-            "the first batch committed",
-            timeout=120,
-        )
         thief = Lease(uri, _store(s3), what="thief", ttl=60, clock=lambda: time.time() + 61)
         thief.acquire()  # the index's lease looks expired by the thief's clock
         _, err = child.communicate(timeout=60)
@@ -292,7 +298,11 @@ def test_an_index_whose_lease_is_taken_over_stops_with_exit_15_and_the_next_run_
         thief.release()
 
     done = subprocess.run(
-        [EXE, "index", str(repo.path)], capture_output=True, text=True, env=env, timeout=120
+        [EXE, "index", str(repo.path)],
+        capture_output=True,
+        text=True,
+        env=_cli_env(s3, prefix, s3.endpoint),
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     state = reader.state(source)
@@ -317,30 +327,9 @@ def test_a_daemon_whose_lease_is_taken_over_stops_before_its_next_commit(
     head = repo.commit("init")
     prefix = _prefix()
     uri = f"s3://{s3.BUCKET}/{prefix}"
-    env = _cli_env(
-        s3,
-        prefix,
-        s3.endpoint,
-        CODECHUNKD_INDEX_BATCH_FILES="1",
-        CODECHUNKD_OBJECT_STORE_LEASE_S="3600",
-        CODECHUNKD_EMBEDDING_THREADS="1",
-        CODECHUNKD_EMBEDDING_SESSIONS="1",
-    )
-    child = subprocess.Popen(
-        [EXE, "run", str(repo.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    reader = _direct(s3, prefix)
+    child, reader = _start_writer(s3, repo, "run", prefix, CODECHUNKD_OBJECT_STORE_LEASE_S="3600")
     thief = Lease(uri, _store(s3), what="thief", ttl=60, clock=lambda: time.time() + 3601)
     try:
-        wait_for(
-            lambda: reader.has_chunks() and reader.count_chunks() > 0,
-            "the first batch committed",
-            timeout=120,
-        )
         thief.acquire()  # the daemon's lease looks expired by the thief's clock
         _, err = child.communicate(timeout=60)  # a renewal would come 20 minutes later
         assert child.returncode == 15, err
