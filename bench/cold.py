@@ -232,8 +232,8 @@ def ratio(n_files: int) -> None:
 
     repo = make_repo_tree([(f, f.name) for f in files], f"cold-{n_files}")
     report, wall, rss = cold_index(repo, OUT / f"cold-index-{n_files}", {})
-    e2e_total = int(report["embedded"]) / wall  # type: ignore[call-overload]
-    e2e_sync = int(report["embedded"]) / float(report["seconds"])  # type: ignore[arg-type]
+    e2e_total = float(str(report["embedded"])) / wall
+    e2e_sync = float(str(report["embedded"])) / float(str(report["seconds"]))
     print(
         f"codechunkd index (cold, {n_files} files): {report['embedded']} embedded in "
         f"{report['seconds']} s of sync ({wall:.1f} s with process start), peak RSS {rss:.0f} MiB"

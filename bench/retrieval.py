@@ -192,7 +192,7 @@ def codechunkd_docs(
     if tails:
         from tokenizers import Tokenizer
 
-        from codechunkd.chunking.tokens import bundled_model_path
+        from codechunkd.embedding.models import bundled_model_path
 
         tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
         tok.no_truncation()

@@ -23,7 +23,7 @@ from codechunkd.embedding.models import bundled_model_path
 
 
 def texts_of(root: Path, ext: str, piece: int) -> list[str]:
-    texts = []
+    texts: list[str] = []
     for p in corpus([root], (ext,), None):  # bench/chunking.py's: site-packages left out
         try:
             src = p.read_text(encoding="utf-8")

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def grammars(only: list[str] | None) -> list[str]:
     return [n for n in found if n in only] if only else found
 
 
-def _count(texts: list[str]) -> list[int]:
+def _count(texts: Sequence[str]) -> list[int]:
     """A cheap stand-in for the tokenizer: token counts are not what is fuzzed."""
     return [len(t) // 4 for t in texts]
 
