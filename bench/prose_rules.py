@@ -8,9 +8,17 @@ full-text rankings once (``Searcher._vector``/``_text``, the product's own retri
 fuses them as ``Searcher.search`` does (RRF, glue weight, ``merge_adjacent``) under each
 candidate prose rule, for queries that do not ask for docs (``wants_prose``).  Prints R@5
 of code-seeking and doc-seeking queries per rule; ``old`` is the ranking before #17 and
-``query_verb w=0.8`` the rule ``Searcher.search`` keeps (``asks_for_code``,
-``PROSE_WEIGHT``): the only one that lifted code questions and kept doc questions whole.
-Tune on ``--split tune`` only.
+``query_verb w=0.7`` the rule ``Searcher.search`` keeps (``asks_for_code``,
+``PROSE_WEIGHT``): the only one that lifted code questions and kept doc questions whole;
+``verb_or_noun_phrase w=0.7`` adds a candidate signal for noun-phrase questions (an
+attribute's docstring, "Content of the response, in bytes.") that did not hold on held-out
+(:func:`is_noun_phrase`).  Tune on ``--split tune`` only.
+
+``--fires`` lists, per query-side signal (``asks_for_code``, :func:`is_noun_phrase`), the
+queries it fires on, code-seeking and doc-seeking, with the rank of the answer under
+``query_verb`` and ``verb_or_noun_phrase`` (99: not in the first 10)::
+
+    .venv/bin/python bench/prose_rules.py --split tune --keep /tmp/sq/tune --fires
 
 ``--fusion`` scores the fusion's own settings instead (:data:`FUSION`: RRF k, the text
 ranking's weight, the prose weight): code questions with no filter and Python-filtered, doc
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import re
 import sys
 import tempfile
@@ -43,6 +52,7 @@ from codechunkd.config import load_settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.storage.search import (
     PROSE_LANGUAGES,
+    PROSE_WEIGHT,
     RRF_K,
     TEXT_WEIGHT,
     Filters,
@@ -184,6 +194,58 @@ def query_verb(w: float) -> Rule:
     return rule
 
 
+def query_words(text: str) -> list[str]:
+    """The lower-case words ``asks_for_code`` reads."""
+    return re.findall(r"[a-z]+", text.lower())
+
+
+_CLAUSE_WORD_LIST = """
+am is are was were been has have had do does did can could will would shall should may might
+must isn aren wasn weren doesn don didn won i we you they he she
+"""
+_CLAUSE_WORDS = frozenset(_CLAUSE_WORD_LIST.split())
+"""Words that make a query a statement: a finite auxiliary or modal, a subject pronoun."""
+_BEFORE_NOUN_WORDS = """
+a an the this that these those its their all any each every no some of in on at to for from
+by with into over upon than and or but
+"""
+_BEFORE_NOUN = frozenset(_BEFORE_NOUN_WORDS.split())
+"""Words after which a word in -s is a plural noun ("in bytes"), not a verb ("algorithm
+operates")."""
+NOUN_PHRASE_WORDS = 10
+
+
+def is_noun_phrase(words: Sequence[str]) -> bool:
+    """The candidate noun-phrase signal: ``words`` are a short phrase with no finite verb, as
+    an attribute's docstring is ("Content of the response, in bytes."): at most
+    :data:`NOUN_PHRASE_WORDS` words, none of :data:`_CLAUSE_WORDS`, no word in -s (not -ss,
+    -us, -is, longer than 3) right after a word not in :data:`_BEFORE_NOUN` ("The core
+    algorithm operates …").  Not in ``asks_for_code``: on tune it lifted code questions
+    0.796 -> 0.807 and kept doc ones at 0.584; on held-out it left code at 0.638 and cost doc
+    questions one query (0.692 -> 0.686; search_quality.py --split held-out, run once)."""
+    if not words or len(words) > NOUN_PHRASE_WORDS:
+        return False
+    for before, word in itertools.pairwise(words):
+        plural_or_verb = (
+            len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
+        )
+        if plural_or_verb and before not in _BEFORE_NOUN:
+            return False
+    return not any(word in _CLAUSE_WORDS for word in words)
+
+
+def verb_or_noun_phrase(w: float) -> Rule:
+    """Prose scaled by ``w`` when ``asks_for_code`` or :func:`is_noun_phrase` fires."""
+
+    def rule(
+        scores: dict[str, float], rows: dict[str, Any], ranks: dict[str, Any], text: str
+    ) -> None:
+        if asks_for_code(text) or is_noun_phrase(query_words(text)):
+            _scale_prose(scores, rows, w)
+
+    return rule
+
+
 _MARKED = re.compile(r"``([^`\n]+)``|`([^`\n]+)`|\b([A-Za-z_][\w.]*)\(")
 
 
@@ -241,7 +303,44 @@ def rules() -> dict[str, Rule]:
             out[f"link top={top} per={per}"] = link(top, per)
     for w in (0.5, 0.6, 0.7, 0.8, 0.9):
         out[f"query_verb w={w}"] = query_verb(w)
+        out[f"verb_or_noun_phrase w={w}"] = verb_or_noun_phrase(w)
     return out
+
+
+SIGNALS: dict[str, Callable[[str], bool]] = {
+    "asks_for_code": asks_for_code,
+    "is_noun_phrase": lambda text: is_noun_phrase(query_words(text)),
+}
+"""The query-side signals, by name (``--fires``): ``Searcher.search``'s and the candidate."""
+
+
+def answer_rank(q: Query, v: Rows, t: Rows, rule: Rule) -> int:
+    """The rank of ``q``'s answer in the fused first 10 under ``rule``; 99 when absent."""
+    hits = fuse(v, t, q.text, rule)
+    return next((i for i, h in enumerate(hits) if q.answered_by(h)), 99)
+
+
+def fires(data: Sequence[tuple[Query, Rows, Rows]]) -> None:
+    """Each of :data:`SIGNALS`: how many code- and doc-seeking queries it fires on, and each
+    query (doc intent, ``wants_prose``, marked ``P``) with its answer's rank under
+    ``query_verb`` and ``verb_or_noun_phrase`` at ``PROSE_WEIGHT``."""
+    before, now = query_verb(PROSE_WEIGHT), verb_or_noun_phrase(PROSE_WEIGHT)
+    total = {kind: sum(q.kind == kind for q, _, _ in data) for kind in ("code", "doc")}
+    for name, signal in SIGNALS.items():
+        hit = [(q, v, t) for q, v, t in data if signal(q.text)]
+        counts = {kind: sum(q.kind == kind for q, _, _ in hit) for kind in total}
+        print(
+            f"\n{name}: code {counts['code']}/{total['code']}, doc {counts['doc']}/{total['doc']}"
+        )
+        for q, v, t in sorted(hit, key=lambda x: x[0].kind):
+            mark = "P" if wants_prose(q.text, Filters()) else " "
+            ranks = f"{answer_rank(q, v, t, before):2} -> {answer_rank(q, v, t, now):2}"
+            print(f"  {q.kind:4} {mark} {ranks}  {q.text[:100]}")
+    either = {
+        kind: sum(q.kind == kind and any(f(q.text) for f in SIGNALS.values()) for q, _, _ in data)
+        for kind in total
+    }
+    print(f"\neither: code {either['code']}/{total['code']}, doc {either['doc']}/{total['doc']}")
 
 
 Ranked = tuple[Callable[[Hit], bool], str, Rows, Rows]
@@ -363,6 +462,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fusion", action="store_true", help="score the FUSION settings instead")
     ap.add_argument("--code-search", type=Path, help="code_search.py's --keep dir (--fusion)")
+    ap.add_argument("--fires", action="store_true", help="list the queries each signal fires on")
     args = ap.parse_args()
     queries = quality_queries(args.split, args.keep, args.files, args.seed)
     settings = load_settings(env={}, overrides={"index.dir": str(args.keep / "index")})
@@ -399,6 +499,9 @@ def main() -> None:
         (q, searcher._vector(v, 50, where), searcher._text(q.text, 50, where))
         for q, v in zip(queries, vectors, strict=True)
     ]
+    if args.fires:
+        fires(data)
+        return
     for name, rule in rules().items():
         r5 = {}
         for kind in ("code", "doc"):
