@@ -205,6 +205,7 @@ def test_a_hung_server_fails_the_sync_within_the_retry_budget_and_the_next_sync_
         assert took < 10, f"{took:.1f} s"  # one attempt of 2 s, not the 30 s of the default
         assert "\n" not in message
         assert proxy.endpoint.removeprefix("http://") in message, message
+        assert "the object store cannot be reached" in message, message  # not Rust's text
 
         source = GitSource(repo.path).source.id
         state = _direct(s3, prefix).state(source)

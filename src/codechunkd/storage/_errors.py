@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from codechunkd.errors import CodechunkdError, IndexDamaged, StoreError
+from codechunkd.storage.objectstore import failure_reason
 
 _RUST_LOCATION = re.compile(r",\s*/\S*?\.rs:\d+:\d+")
 _ENVIRONMENT = re.compile(
@@ -25,6 +26,7 @@ _ENVIRONMENT = re.compile(
     re.IGNORECASE,
 )
 _ENV_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EMFILE}
+_URL = re.compile(r"https?://[^/\s?\"']+")
 _DAMAGE = re.compile(
     r"not found: |no such file|was not found|sufficient data|corrupt|failed to decode|"
     r"invalid range|unexpected end|unexpected eof|invalid protobuf|not a lance file|"
@@ -44,6 +46,10 @@ def translate(exc: BaseException, what: str) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     text = f"{what}: {one_line(exc)}"
+    reason = failure_reason(text) if "s3://" in what else None
+    if reason:  # LanceDB's object-store errors are long Rust texts: say what they mean
+        server = _URL.search(text)
+        return StoreError(f"{what}: {reason}" + (f" ({server.group(0)})" if server else ""))
     if (isinstance(exc, OSError) and exc.errno in _ENV_ERRNOS) or _ENVIRONMENT.search(text):
         return StoreError(text)
     if isinstance(exc, FileNotFoundError) or _DAMAGE.search(text):
