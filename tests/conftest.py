@@ -198,6 +198,7 @@ class Indexer:
         return rows
 
     def close(self) -> None:
+        self.syncer.close()
         self.cache.close()
 
 

@@ -330,7 +330,10 @@ def cmd_index(args: argparse.Namespace) -> int:
                     report = ray_syncer.sync(git, progress=bar)
             else:
                 syncer = Syncer(settings, store, embedder, cache, check_writer=check)
-                report = syncer.sync(git, progress=bar)
+                try:
+                    report = syncer.sync(git, progress=bar)
+                finally:
+                    syncer.close()  # its chunking workers, if it started any
         except KeyboardInterrupt:
             if bar.enabled and bar.last is not None:
                 sys.stderr.write("\n")

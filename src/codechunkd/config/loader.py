@@ -208,6 +208,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "index.compact_fragments": (1, 100_000),
     "index.fold_rows": (1, 100_000_000),
     "index.batch_files": (1, 1_000_000),
+    "index.chunk_workers": (0, 256),
     "index.vector_index_rows": (1, 1_000_000_000),
     "index.ray_gpus_per_task": (0, 1),
     "object_store.lease_s": (5, 86_400),

@@ -56,6 +56,14 @@ class IndexSettings:
     depends on this, not on the size of the table. Bounds: 1 to 100_000_000."""
     batch_files: int = 256
     """At most this many changed files are written in one table commit. Bounds: 1 to 1_000_000."""
+    chunk_workers: int = 0
+    """Processes that decode and chunk files while the embedder works (tree-sitter holds
+    Python's lock while it parses, so one process chunks ~1-3 MB of source a second): 1
+    chunks in the indexing process, N > 1 starts N worker processes for a change of more
+    than one batch. 0 chooses: more than 1 only for an embedder fast enough to wait for
+    chunking, the ``remote`` backend or ``torch`` on a GPU (one per usable CPU but one, at
+    most 8); 1 for ``onnx`` and ``torch`` on the CPU, whose sessions already use the cores.
+    Bounds: 0 to 256."""
     vector_index_rows: int = 50_000
     """Once ``chunks`` has this many rows, an IVF-PQ vector index is trained on them (during
     the sync that gets there); below it exact search is fast enough. Rows written later stay

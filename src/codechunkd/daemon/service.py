@@ -479,6 +479,8 @@ class Service:
         if self.control is not None:
             self.control.stop()
         if not abandoned:  # else the writer may still write: the lock goes with the process
+            if self.syncer is not None:
+                self.syncer.close()  # its chunking workers, if it started any
             if self.cache is not None:
                 self.cache.close()
             if self.summarizer is not None:
@@ -730,6 +732,8 @@ class Service:
         assert self.store is not None and self.embedder is not None and self.cache is not None
         self.settings = new
         before = self.syncer.fingerprint if self.syncer is not None else None
+        if self.syncer is not None:
+            self.syncer.close()  # between syncs (this is the writer's task): no batch in flight
         self.syncer = self._syncer(new)
         if before is not None and self.syncer.fingerprint != before:
             # what is indexed changed (files.exclude, the size limit, chunking): apply it now,

@@ -48,7 +48,21 @@ def read_text(
     """(the version actually read, its text or the reason it is skipped).
 
     The one read-and-decide step of indexing and verification, so both say
-    the same of every file.  The size is checked before reading (at most
+    the same of every file: :func:`read_raw`, then :func:`as_text`.
+    """
+    version, raw = read_raw(git, version, max_size=max_size)
+    if isinstance(raw, str):
+        return version, raw
+    return version, as_text(raw, max_size=max_size)
+
+
+def read_raw(
+    git: GitSource, version: FileVersion, *, max_size: int
+) -> tuple[FileVersion, bytes | str]:
+    """(the version actually read, its bytes or the reason it is skipped), not decoded yet.
+
+    The half of :func:`read_text` that needs the repository (the other half, ``as_text``,
+    can run in a worker process).  The size is checked before reading (at most
     ``max_size`` bytes are read).  A dirty file is re-hashed: the version
     returned is the one read, which may be newer than its status said.  A
     file that cannot be read (or vanished since its status) is returned with
@@ -71,4 +85,4 @@ def read_text(
         blob = blob_id(raw)
         if blob != version.blob:
             version = dataclasses.replace(version, blob=blob)
-    return version, as_text(raw, max_size=max_size)
+    return version, raw

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from codechunkd.chunking.chunker import Chunk, CountTokens, chunk
 from codechunkd.chunking.languages import detect_language
+from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import FileVersion, GitSource
-from codechunkd.git.files import read_text
+from codechunkd.git.files import as_text, read_raw
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +36,18 @@ def prepare_file(
     git: GitSource, version: FileVersion, settings: Settings, count_tokens: CountTokens
 ) -> Prepared:
     """Read, decode, detect and chunk one file; a bad file is a skip, never an exception."""
-    version, text = read_text(git, version, max_size=settings.files.max_file_size)
+    version, raw = read_raw(git, version, max_size=settings.files.max_file_size)
+    if isinstance(raw, str):
+        return Prepared(version=version, skip_reason=raw)
+    return prepare_bytes(version, raw, settings, count_tokens)
+
+
+def prepare_bytes(
+    version: FileVersion, raw: bytes, settings: Settings, count_tokens: CountTokens
+) -> Prepared:
+    """Decode, detect and chunk a file's bytes as read: the half of ``prepare_file`` that
+    needs no repository, so that worker processes run exactly the same decisions."""
+    text = as_text(raw, max_size=settings.files.max_file_size)
     if isinstance(text, str):
         return Prepared(version=version, skip_reason=text)
     path, data = version.path, text.data
@@ -50,3 +62,11 @@ def prepare_file(
             error=repr(exc),
         )
     return Prepared(version=version, language=language, chunks=chunks, replaced_utf8=text.replaced)
+
+
+def prepare_many(files: list[tuple[FileVersion, bytes]], settings: Settings) -> list[Prepared]:
+    """``prepare_bytes`` over files read by the parent: the task a chunking worker process
+    runs (module-level, so picklable); the token counter is the model's own, loaded once per
+    process (``counter_for`` is cached), as ``Syncer`` uses."""
+    count_tokens = counter_for(settings.embedding.model)
+    return [prepare_bytes(version, raw, settings, count_tokens) for version, raw in files]

@@ -31,10 +31,12 @@ from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import Embedder
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Matcher
+from codechunkd.git.files import read_raw
 from codechunkd.git.recency import recent_paths
 from codechunkd.heap import release_freed_memory
 from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
-from codechunkd.pipeline.prepare import prepare_file
+from codechunkd.pipeline.prepare import Prepared, prepare_file
+from codechunkd.pipeline.workers import ChunkPool, chunk_workers
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.seed import Seed, SeedUnusable
@@ -274,6 +276,14 @@ class Syncer:
         self.seed_problem: str | None = None
         """Why the seed is not used now (None: it is, or none is set)."""
         self._hash_index = False
+        workers = chunk_workers(settings)
+        self.chunk_pool = ChunkPool(workers, settings) if workers > 1 else None
+        """Worker processes that chunk a multi-batch change (``index.chunk_workers``)."""
+
+    def close(self) -> None:
+        """End the chunking worker processes, if any were started (idempotent)."""
+        if self.chunk_pool is not None:
+            self.chunk_pool.close()
 
     # -- the pipeline ---------------------------------------------------------
 
@@ -614,7 +624,7 @@ class Syncer:
                     if stop.is_set():
                         return
                     t0 = time.monotonic()
-                    read = [self._index_file(git, v, report) for v in batch]
+                    read = self._read_batch(git, batch, report)
                     out.put((i, read, time.monotonic() - t0))
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
                 out.put(exc)
@@ -634,6 +644,7 @@ class Syncer:
             while producer.is_alive():  # unblock a producer waiting on a full queue
                 with contextlib.suppress(queue.Empty):
                     out.get(timeout=0.05)
+            self.close()  # a daemon keeps no idle chunking workers between large changes
 
     def index_files(
         self, git: GitSource, versions: Sequence[FileVersion], report: SyncReport
@@ -643,12 +654,36 @@ class Syncer:
         halves on one machine instead)."""
         return self._embed([self._index_file(git, v, report) for v in versions], report)
 
+    def _read_batch(
+        self, git: GitSource, batch: Sequence[FileVersion], report: SyncReport
+    ) -> list[Chunked]:
+        """One batch read and chunked: in this thread, or with chunk workers read here
+        (pygit2 stays in this process) and decoded and chunked on the workers, in order."""
+        pool = self.chunk_pool
+        if pool is None:
+            return [self._index_file(git, v, report) for v in batch]
+        done: list[Prepared | None] = []  # None: chunked by the workers, in this order
+        raws: list[tuple[FileVersion, bytes]] = []
+        for v in batch:
+            version, raw = read_raw(git, v, max_size=self.settings.files.max_file_size)
+            if isinstance(raw, str):
+                done.append(Prepared(version=version, skip_reason=raw))
+            else:
+                done.append(None)
+                raws.append((version, raw))
+        chunked = iter(pool.prepare(raws))
+        return [self._chunked(p if p is not None else next(chunked), report) for p in done]
+
     # -- one file -------------------------------------------------------------
 
     def _index_file(self, git: GitSource, version: FileVersion, report: SyncReport) -> Chunked:
         """Read and chunk one file (a skip is a file with a reason and no chunks)."""
         assert version.blob is not None
-        done = prepare_file(git, version, self.settings, self.count_tokens)
+        return self._chunked(prepare_file(git, version, self.settings, self.count_tokens), report)
+
+    def _chunked(self, done: Prepared, report: SyncReport) -> Chunked:
+        """A prepared file as the pipeline carries it; its skip or decoding counted, logged."""
+        version = done.version
         if done.replaced_utf8:
             report.replaced_utf8 += 1
             log.info("decoded_with_replacement", path=version.path, reason="not valid UTF-8")
