@@ -60,6 +60,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -180,11 +181,24 @@ def serve(args: argparse.Namespace) -> None:
     )
     embedder.load()
 
+    httpd, server = embeddings_server(lambda texts: embedder.embed(texts).tolist())
+    print(httpd.server_address[1], flush=True)
+    sys.stdin.read()  # the parent closes our stdin to stop us
+    httpd.shutdown()
+    server.join()
+
+
+def embeddings_server(
+    vectors: Callable[[list[str]], list[list[float]]],
+) -> tuple[ThreadingHTTPServer, threading.Thread]:
+    """An OpenAI-compatible ``/v1/embeddings`` server on 127.0.0.1 answering ``vectors`` of
+    each request's texts, serving on a thread of its own (started)."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            vectors = embedder.embed(body["input"])
-            data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            found = vectors(body["input"])
+            data = [{"index": i, "embedding": v} for i, v in enumerate(found)]
             payload = json.dumps({"model": body["model"], "data": data}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -196,12 +210,9 @@ def serve(args: argparse.Namespace) -> None:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    print(httpd.server_address[1], flush=True)
-    server = threading.Thread(target=httpd.serve_forever)
+    server = threading.Thread(target=httpd.serve_forever, daemon=True)
     server.start()
-    sys.stdin.read()  # the parent closes our stdin to stop us
-    httpd.shutdown()
-    server.join()
+    return httpd, server
 
 
 def child(argv: list[str]) -> None:
@@ -360,32 +371,16 @@ def remote_bench(args: argparse.Namespace) -> float:
     inflight = [0, 0]  # now, most
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                inflight[0] += 1
-                inflight[1] = max(inflight[1], inflight[0])
-            time.sleep(delay * -(-len(body["input"]) // 32))  # the modelled GPU's work
-            with lock:
-                inflight[0] -= 1
-            data = [
-                {"index": i, "embedding": list(hashlib.sha256(t.encode()).digest()[:16])}
-                for i, t in enumerate(body["input"])
-            ]
-            payload = json.dumps({"model": body["model"], "data": data}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def modelled_gpu(texts: list[str]) -> list[list[float]]:
+        with lock:
+            inflight[0] += 1
+            inflight[1] = max(inflight[1], inflight[0])
+        time.sleep(delay * -(-len(texts) // 32))  # the modelled GPU's work
+        with lock:
+            inflight[0] -= 1
+        return [[float(b) for b in hashlib.sha256(t.encode()).digest()[:16]] for t in texts]
 
-        def log_message(self, format: str, *a: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server = threading.Thread(target=httpd.serve_forever, daemon=True)
-    server.start()
+    httpd, _ = embeddings_server(modelled_gpu)
     url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     texts = [f"{t}\n# {i}" for i, t in enumerate(stdlib_functions(args.n) * 8)][: args.n]
     default = EmbeddingSettings().concurrency
