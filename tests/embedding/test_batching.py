@@ -31,14 +31,13 @@ def test_padded_tokens_bound_batches_of_long_texts() -> None:
     assert [len(b) for b in batches if lengths[b[0]] == 10] == [64, 36]
 
 
-def test_one_round_gives_each_worker_equal_tokens() -> None:
-    """Fewer texts than one full batch per worker: one batch per worker, of similar tokens
-    (equal counts would leave the worker with the longest texts running alone)."""
-    lengths = [8] * 30 + [200] * 10
+def test_one_round_gives_each_worker_one_batch() -> None:
+    """Fewer texts than one full batch per worker: one batch per worker, of equal counts of
+    length-sorted texts (the shortest together), every text once."""
+    lengths = [200] * 10 + [8] * 30
     batches = length_batches(lengths, 32, workers=4)
-    assert len(batches) == 4
-    totals = [sum(lengths[i] for i in b) for b in batches]
-    assert max(totals) <= sum(lengths) / 4 + max(lengths)  # equal counts: 2000 in one
+    assert [len(b) for b in batches] == [10, 10, 10, 10]
+    assert {lengths[i] for i in batches[0]} == {8} and {lengths[i] for i in batches[3]} == {200}
     assert sorted(i for b in batches for i in b) == list(range(40))
 
 

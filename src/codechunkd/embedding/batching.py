@@ -18,15 +18,19 @@ def length_batches(
     Batches hold at most ``batch_size`` texts and, when ``max_tokens`` is set, at most that
     many padded tokens (count x longest: a GPU batch of long texts stays in memory while one
     of short texts stays large).  When there are fewer texts than ``workers`` full batches,
-    they are cut into one batch per worker of about equal tokens instead, so that one round
-    keeps every worker busy for about the same time (equal counts would leave the worker with
-    the longest texts running alone).
+    they are cut into one batch per worker of equal counts instead, so that every worker has
+    one.  (Cuts of equal tokens looked better on paper, 0.86x the padded work of the slowest
+    worker, but ran the daemon's 16-text slices on 2 sessions at 0.85x the speed of equal
+    counts on 2 quiet cores: measured, not kept.)
     """
     if batch_size < 1 or workers < 1:
         raise ValueError(f"batch_size and workers must be positive ({batch_size}, {workers})")
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    if not order:
+        return []
     if workers > 1 and len(order) < workers * batch_size:
-        return _equal_token_cuts(order, lengths, min(workers, len(order)))
+        size = -(-len(order) // min(workers, len(order)))  # one batch per worker
+        return [order[s : s + size] for s in range(0, len(order), size)]
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
@@ -39,22 +43,3 @@ def length_batches(
     if current:
         batches.append(current)
     return batches
-
-
-def _equal_token_cuts(order: list[int], lengths: Sequence[int], parts: int) -> list[list[int]]:
-    """``order`` cut into ``parts`` non-empty runs of about equal total tokens."""
-    total = sum(max(1, lengths[i]) for i in order)
-    cuts: list[list[int]] = []
-    current: list[int] = []
-    done = 0
-    for pos, i in enumerate(order):
-        current.append(i)
-        done += max(1, lengths[i])
-        left_parts = parts - len(cuts) - 1  # runs still to fill after this one
-        left_texts = len(order) - pos - 1
-        if left_parts and (done >= total * (len(cuts) + 1) / parts or left_texts == left_parts):
-            cuts.append(current)
-            current = []
-    if current:
-        cuts.append(current)
-    return cuts

@@ -271,7 +271,7 @@ class OnnxEmbedder:
 
         Texts are tokenized once, sorted by token count and cut into batches
         (``length_batches``): of ``batch_size``, or, when there are fewer texts than the
-        sessions' full batches, one batch of about equal tokens per session.  With several
+        sessions' full batches, one batch of equal counts per session.  With several
         sessions, each runs in its own Python thread (onnxruntime releases the GIL): session
         j first takes the j-th longest batch (so every session has work, whatever the thread
         start order), then the next batch left, longest first, so the last to finish are
