@@ -93,7 +93,7 @@ def test_bool_is_not_an_integer(tmp_path: Path) -> None:
     """``true`` is refused where an integer is expected (bool is not taken for int)."""
     cfg = tmp_path / "c.toml"
     cfg.write_text("[embedding]\nbatch_size = true\n")
-    with pytest.raises(ConfigError, match="must be a integer"):
+    with pytest.raises(ConfigError, match="must be an integer"):
         load_settings(config=cfg, env={})
 
 

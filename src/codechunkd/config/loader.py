@@ -49,6 +49,11 @@ def all_keys() -> list[str]:
     return [f"{s}.{k}" for s in sections() for k in fields_of(s)]
 
 
+def _article(noun: str) -> str:
+    """``noun`` with its indefinite article: "an integer", "a string"."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is tuple:
@@ -66,7 +71,7 @@ def _coerce(key: str, tp: Any, value: object, origin: str) -> object:
     """Check (or, for strings from the environment, parse) one value."""
     from_env = origin.startswith("environment")
     bad = ConfigError(
-        f"setting {key!r} must be a {_type_name(tp)}, got {value!r}", key=key, origin=origin
+        f"setting {key!r} must be {_article(_type_name(tp))}, got {value!r}", key=key, origin=origin
     )
     if isinstance(tp, types.UnionType):
         args = typing.get_args(tp)
