@@ -11,6 +11,12 @@ import numpy.typing as npt
 Vectors = npt.NDArray[np.float32]
 
 
+def normalize(vectors: npt.NDArray[np.floating]) -> Vectors:
+    """Rows scaled to unit length (a zero row stays zero), as float32: every backend's output."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+
 @runtime_checkable
 class Embedder(Protocol):
     @property

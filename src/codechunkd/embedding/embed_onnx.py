@@ -39,7 +39,7 @@ import structlog
 
 from codechunkd import atomicfile
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.embedding.base import Vectors
+from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.embedding.batching import length_batches
 from codechunkd.embedding.models import model_dimension, model_fingerprint
 from codechunkd.embedding.onnx_export import (
@@ -102,11 +102,6 @@ def pool(
             raise EmbeddingError(f"the onnx backend cannot reproduce pooling mode {mode!r}")
     out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     return np.asarray(out, dtype=np.float32)
-
-
-def normalize(vectors: npt.NDArray[np.float32]) -> Vectors:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
 
 
 #: Bound on the weights all sessions hold together: each onnxruntime session keeps its own

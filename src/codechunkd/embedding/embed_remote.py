@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.embedding.base import Vectors
+from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.errors import ConfigError, EmbeddingError
 from codechunkd.httpclient import (
     Retryable,
@@ -228,8 +228,7 @@ class RemoteEmbedder:
                 self._dim = int(vectors.shape[1])
         if vectors.shape[1] != self._dim:
             raise EndpointMismatch("dimension", self._dim, int(vectors.shape[1]), self._shown)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+        return normalize(vectors)
 
 
 def _first_error(failed: list[Future[Vectors]]) -> BaseException:

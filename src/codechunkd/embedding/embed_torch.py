@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.embedding.base import Vectors
+from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.embedding.batching import length_batches
 from codechunkd.embedding.models import model_dimension, model_fingerprint, model_path
 from codechunkd.errors import EmbeddingError
@@ -53,9 +53,7 @@ def fp16_model_id(base: str, min_cosine: float) -> str:
 
 def min_cosine(a: Vectors, b: Vectors) -> float:
     """The smallest cosine between rows of ``a`` and ``b`` (any norms)."""
-    a = a / np.clip(np.linalg.norm(a, axis=1, keepdims=True), 1e-12, None)
-    b = b / np.clip(np.linalg.norm(b, axis=1, keepdims=True), 1e-12, None)
-    return float((a * b).sum(axis=1).min())
+    return float((normalize(a) * normalize(b)).sum(axis=1).min())
 
 
 def padded(encoded: dict[str, list[list[int]]], batch: Sequence[int]) -> dict[str, Any]:
@@ -183,7 +181,7 @@ class TorchEmbedder:
                         tensor = tensor.pin_memory().to(device, non_blocking=True)
                     features[key] = tensor
                 out = model(features)["sentence_embedding"].float().cpu().numpy()
-                vectors = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+                vectors = normalize(out)
                 for row, i in enumerate(batch):
                     rows[i] = vectors[row]
         index = {text: i for i, text in enumerate(unique)}
