@@ -45,10 +45,9 @@ def as_text(data: bytes, *, max_size: int) -> Text | str:
 def read_text(
     git: GitSource, version: FileVersion, *, max_size: int
 ) -> tuple[FileVersion, Text | str]:
-    """(the version actually read, its text or the reason it is skipped).
-
-    The one read-and-decide step of indexing and verification, so both say
-    the same of every file: :func:`read_raw`, then :func:`as_text`.
+    """(the version actually read, its text or the reason it is skipped): :func:`read_raw`,
+    then :func:`as_text`, the two halves indexing runs (``pipeline/prepare.py``, the second
+    possibly on a worker process), in one call.
     """
     version, raw = read_raw(git, version, max_size=max_size)
     if isinstance(raw, str):
