@@ -569,6 +569,49 @@ def test_chunk_many_uses_workers_only_for_input_worth_them() -> None:
     assert os.getpid() not in {c.token_count for cs in got for c in cs}
 
 
+def test_chunk_many_raises_when_a_worker_is_killed_and_leaves_no_worker() -> None:
+    """A worker SIGKILLed mid-run: the iteration raises a ChunkingError naming the signal
+    within seconds (it does not hang), and no worker process outlives it."""
+    import multiprocessing
+    import os
+    import queue
+    import signal
+    import threading
+
+    from codechunkd.errors import ChunkingError
+
+    before = {p.pid for p in multiprocessing.active_children()}
+    files = _many_files(48)  # ~18 tasks: far more than the few in flight at once
+    results = chunk_many(iter(files), workers=2, count_tokens=_pid_counts)
+    assert len(next(results)) > 0  # the workers are up, most of the input still to do
+    pids = [p.pid for p in multiprocessing.active_children() if p.pid not in before]
+    assert len(pids) == 2
+    victim = pids[0]
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+
+    outcome: queue.Queue[BaseException | int] = queue.Queue()
+
+    def drain() -> None:
+        try:
+            outcome.put(sum(1 for _ in results))
+        except BaseException as exc:  # handed to the test thread
+            outcome.put(exc)
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        got = outcome.get(timeout=30)
+    except queue.Empty:
+        pytest.fail("chunk_many hung on a killed worker")
+    assert isinstance(got, ChunkingError), got
+    assert "chunking worker process died" in str(got) and "SIGKILL" in str(got)
+    assert str(victim) in str(got) and "\n" not in str(got)
+    assert not [p for p in multiprocessing.active_children() if p.pid not in before]
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):  # ended and reaped, not a zombie
+            os.kill(pid or 0, 0)
+
+
 def test_public_api() -> None:
     """The module exports exactly its public names; the version is an int."""
     assert set(chunker_module.__all__) == {

@@ -154,9 +154,9 @@ def test_hostile_files_are_handled_the_same_in_workers(
 def test_a_killed_worker_fails_the_sync_and_the_next_one_completes(
     repo: Repo, tmp_path: Path, server: EmbeddingServer
 ) -> None:
-    """A chunking worker SIGKILLed mid-sync: that sync raises a ChunkingError that says so
-    (it does not hang), the source stays marked pending, and the next sync (on new workers)
-    completes and verifies."""
+    """A chunking worker SIGKILLed mid-sync: that sync raises a ChunkingError that says so,
+    with the worker's pid and signal (it does not hang), the source stays marked pending,
+    and the next sync (on new workers) completes and verifies."""
     for f in stdlib_files(40):
         repo.write(f"lib/{f.name}", f.read_bytes())
     repo.commit()
@@ -171,9 +171,10 @@ def test_a_killed_worker_fails_the_sync_and_the_next_one_completes(
             killed.append(pids[0])
 
     try:
-        with pytest.raises(ChunkingError, match="chunking worker process died"):
+        with pytest.raises(ChunkingError, match="chunking worker process died") as info:
             ix.sync(repo.path, progress=kill_a_worker)
         assert killed
+        assert f"(pid {killed[0]}, killed by SIGKILL)" in str(info.value)
         git = GitSource(repo.path)
         state = ix.store.state(git.source.id)
         assert state is not None and state.pending is not None

@@ -60,6 +60,7 @@ from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.config.settings import ChunkingSettings
+from codechunkd.errors import ChunkingError
 from codechunkd.types import ContentHash
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "content_hash"]
@@ -253,6 +254,10 @@ def chunk_many(
     importable without side effects (``if __name__ == "__main__":``), as for any
     ``spawn`` process pool.  An input under 2 MiB is chunked in this process: starting
     the workers would cost more than they save.
+
+    A worker that dies (killed, out of memory) raises :class:`ChunkingError` saying how
+    it ended, at once and never a hang (:mod:`codechunkd.procs`: a pipe per worker);
+    then, as when the iteration ends or is closed early, no worker is left running.
     """
     n = workers if workers is not None else (os.cpu_count() or 1)
     items = iter(files)
@@ -268,28 +273,15 @@ def chunk_many(
         for path, source in chain(head, items):
             yield chunk(path, source, settings, count_tokens=count_tokens)
         return
-    import multiprocessing
-    from collections import deque
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from codechunkd.procs import WorkerDied, WorkerPool
 
-    batch_bytes = 256 * 1024  # per task: enough to amortise the pickling round trip
-    pending: deque[Future[list[list[Chunk]]]] = deque()
-    ctx = multiprocessing.get_context("spawn")  # fork is unsafe in a threaded program
-    with ProcessPoolExecutor(n, mp_context=ctx) as pool:
-        batch: list[tuple[str, bytes]] = []
-        size = 0
-        for item in chain(head, items):
-            batch.append(item)
-            size += len(item[1])
-            if size >= batch_bytes:
-                pending.append(pool.submit(_chunk_batch, batch, settings, count_tokens))
-                batch, size = [], 0
-                while len(pending) > 3 * n:
-                    yield from pending.popleft().result()
-        if batch:
-            pending.append(pool.submit(_chunk_batch, batch, settings, count_tokens))
-        while pending:
-            yield from pending.popleft().result()
+    pool = WorkerPool(n, _chunk_batch, (settings, count_tokens), name="codechunkd-chunk")
+    try:
+        with pool:
+            for chunks in pool.map(_batches(chain(head, items)), ahead=3 * n):
+                yield from chunks
+    except WorkerDied as exc:
+        raise ChunkingError(f"a chunking worker process died (pid {exc.pid}, {exc.how})") from exc
 
 
 def _chunk_batch(
@@ -298,6 +290,21 @@ def _chunk_batch(
     count_tokens: CountTokens | None,
 ) -> list[list[Chunk]]:
     return [chunk(path, source, settings, count_tokens=count_tokens) for path, source in batch]
+
+
+def _batches(files: Iterable[tuple[str, bytes]]) -> Iterator[list[tuple[str, bytes]]]:
+    """``files`` in consecutive batches of 256 KiB or so: a task for a worker, enough to
+    amortise the pickling round trip."""
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for item in files:
+        batch.append(item)
+        size += len(item[1])
+        if size >= 256 * 1024:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _module_summary(root: Node) -> str:

@@ -10,22 +10,18 @@ in-process path (skips, replacement decoding, ``chunking_failed``, the grammar g
 ``chunking/_guard.py``, whose trial parses then run in a child of the worker).
 
 A worker that dies (killed, out of memory) fails the batch with a :class:`ChunkingError`
-(nothing of it is written, the source's state does not advance) and the next batch starts
-new workers.  Each worker has a pipe of its own, watched together with its process: a
-death at any instant, even halfway through writing a result, is an end of file on that
-pipe or its process's sentinel, never a read that waits for ever (``ProcessPoolExecutor``
-shares one result pipe among its workers, and its reader hung on a result cut short).
+that says how it ended (nothing of the batch is written, the source's state does not
+advance) and the next batch starts new workers.  The workers are a
+:class:`codechunkd.procs.WorkerPool`, as for :func:`codechunkd.chunk_many`: each has a pipe
+of its own, watched together with its process, so a death at any instant, even halfway
+through writing a result, is an error and never a read that waits for ever
+(``ProcessPoolExecutor`` shares one result pipe among its workers, and its reader hung on
+a result cut short).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
-from collections import deque
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from typing import Final
 
 from codechunkd.config.settings import Settings
@@ -33,6 +29,7 @@ from codechunkd.errors import ChunkingError
 from codechunkd.git.changes import FileVersion
 from codechunkd.pipeline.prepare import Prepared, prepare_many
 from codechunkd.platform import usable_cpus
+from codechunkd.procs import WorkerDied, WorkerPool
 
 __all__ = ["ChunkPool", "chunk_workers"]
 
@@ -60,31 +57,11 @@ def chunk_workers(settings: Settings) -> int:
     return max(1, min(usable_cpus() - 1, AUTO_MAX)) if fast else 1
 
 
-def _worker_main(conn: Connection, log_level: int, settings: Settings) -> None:
-    """A worker: logs like its parent (on stderr, never stdout), leaves Ctrl-C to it (the
-    terminal's SIGINT reaches the whole process group, and the parent ends the workers),
-    and prepares the tasks its pipe brings until told to stop or the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _worker_init(log_level: int) -> None:
+    """A worker logs like its parent: on stderr, never stdout."""
     from codechunkd import logs
 
     logs.configure(level=log_level)
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        if message is None:
-            return
-        task_id, task = message
-        conn.send((task_id, prepare_many(task, settings)))
-
-
-@dataclass(slots=True)
-class _Worker:
-    process: BaseProcess
-    conn: Connection
-    task: int | None = None
-    """The task it is working on."""
 
 
 class ChunkPool:
@@ -98,11 +75,24 @@ class ChunkPool:
     def __init__(self, workers: int, settings: Settings) -> None:
         self.workers = workers
         self.settings = settings
-        self._procs: list[_Worker] = []
-        self.started = 0
+        self._pool: WorkerPool[list[Prepared]] = WorkerPool(
+            workers,
+            prepare_many,
+            (settings,),
+            name="codechunkd-chunk",
+            initializer=_worker_init,
+            initargs=(logging.getLogger().level,),
+        )
+
+    @property
+    def started(self) -> int:
         """Worker processes started so far (a pool replaced after a death starts more)."""
-        self.tasks_done = 0
+        return self._pool.started
+
+    @property
+    def tasks_done(self) -> int:
         """Tasks the workers have sent back."""
+        return self._pool.tasks_done
 
     def prepare(self, files: list[tuple[FileVersion, bytes]]) -> list[Prepared]:
         """``prepare_bytes`` of each file, in order; raises ChunkingError if a worker died."""
@@ -110,41 +100,12 @@ class ChunkPool:
             return []
         tasks = self._tasks(files)
         try:
-            results = self._run(self._start(), tasks)
-        except (EOFError, OSError) as exc:  # a pipe whose worker is gone
-            self.close(now=True)
-            raise self._died() from exc
-        return [p for i in range(len(tasks)) for p in results[i]]
-
-    def _run(
-        self, workers: list[_Worker], tasks: list[list[tuple[FileVersion, bytes]]]
-    ) -> dict[int, list[Prepared]]:
-        """Hand ``tasks`` to idle workers until every result is back."""
-        todo = deque(enumerate(tasks))
-        results: dict[int, list[Prepared]] = {}
-        while len(results) < len(tasks):
-            for w in workers:
-                if w.task is None and todo:
-                    w.task, task = todo.popleft()
-                    w.conn.send((w.task, task))
-            busy = {w.conn: w for w in workers if w.task is not None}
-            ready = wait([*busy, *(w.process.sentinel for w in workers)])
-            for conn in (r for r in ready if r in busy):
-                done, prepared = busy[conn].conn.recv()
-                results[done] = prepared
-                self.tasks_done += 1
-                busy[conn].task = None
-            if any(not w.process.is_alive() for w in workers):
-                self.close(now=True)
-                raise self._died()
-        return results
-
-    @staticmethod
-    def _died() -> ChunkingError:
-        return ChunkingError(
-            "a chunking worker process died (killed, or out of memory): nothing of this "
-            "batch was written, and the next sync chunks it again on new workers"
-        )
+            return [p for done in self._pool.map(tasks, ahead=len(tasks)) for p in done]
+        except WorkerDied as exc:
+            raise ChunkingError(
+                f"a chunking worker process died (pid {exc.pid}, {exc.how}): nothing of "
+                "this batch was written, and the next sync chunks it again on new workers"
+            ) from exc
 
     def _tasks(
         self, files: list[tuple[FileVersion, bytes]]
@@ -162,37 +123,7 @@ class ChunkPool:
             size += len(item[1])
         return tasks
 
-    def _start(self) -> list[_Worker]:
-        if not self._procs:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("spawn")  # fork is unsafe in a threaded program
-            level = logging.getLogger().level
-            for _ in range(self.workers):
-                mine, theirs = ctx.Pipe()
-                proc = ctx.Process(
-                    target=_worker_main,
-                    args=(theirs, level, self.settings),
-                    name="codechunkd-chunk",
-                    daemon=True,
-                )
-                proc.start()
-                theirs.close()  # the worker's end lives in the worker only: its death is EOF
-                self._procs.append(_Worker(proc, mine))
-                self.started += 1
-        return self._procs
-
     def close(self, *, now: bool = False) -> None:
         """End the workers: asked to stop, then killed if they do not within 5 s (at once
         with ``now``: a batch that failed has nothing left for them to finish)."""
-        procs, self._procs = self._procs, []
-        for w in procs:
-            with contextlib.suppress(OSError):  # already gone
-                w.conn.send(None)
-        for w in procs:
-            w.process.join(0 if now else 5)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join()
-            w.conn.close()
-            w.process.close()
+        self._pool.close(now=now)
