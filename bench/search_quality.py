@@ -61,6 +61,30 @@ THIRD_PARTY = Path("/usr/lib/google-cloud-sdk/platform/gsutil/third_party")
 SPLITS = {
     "tune": ("requests", "charset_normalizer", "rsa"),
     "held-out": ("urllib3", "google-auth-library-python"),
+    # The first held-out split was looked at in several sessions: no longer unseen.  The
+    # second was run once with the ranking of 622c47b, and its misses were then read.
+    "held-out-2": ("pyparsing", "pyasn1", "argcomplete"),
+    # The rest of the vendored projects, never run before the ranking of #17's last change.
+    "held-out-3": (
+        "apitools",
+        "cachetools",
+        "certifi",
+        "chardet",
+        "crcmod",
+        "fasteners",
+        "funcsigs",
+        "gcs-oauth2-boto-plugin",
+        "google-auth-library-python-httplib2",
+        "google-reauth-python",
+        "httplib2",
+        "idna",
+        "mock",
+        "monotonic",
+        "pyasn1-modules",
+        "pyu2f",
+        "retry-decorator",
+        "six",
+    ),
 }
 SKIP_PARTS = {"test", "tests", "testing", "examples", "vendor", "_vendor"}
 DOC_SUFFIXES = {".md", ".rst"}

@@ -96,12 +96,20 @@ def test_doc_question_still_ranks_the_section_first(index: Index) -> None:
         ("Requests verifies SSL certificates for HTTPS requests.", False),
         ("You can send multiple files in one request.", False),
         ("The best way to track the development is the GitHub repo.", False),
+        ("Helper to undo the default grouping of expressions.", True),
+        ("Called when the connection is lost.", True),
+        ("Same as get(), but waits for the lock.", True),
+        ("Methods that once were static are now plain functions.", False),
+        ("Walks the tree :param node: the root :returns: the leaves", True),
+        ("The parser takes :param lookup: the shared state", True),
+        ("The :class:`Session` object keeps cookies across requests.", False),
         ("", False),
     ],
 )
 def test_asks_for_code(query: str, expected: bool) -> None:
-    """A query asks for code when it starts with a verb of what code does, not when that
-    word is the subject of a statement (as the docs speak) or the query is no sentence."""
+    """A query asks for code when it starts with a verb of what code does or as docstrings
+    start ("Helper to …", "Called when …"), or quotes a docstring's field list; not when its
+    first word is the subject of a statement (as the docs speak) or it is no sentence."""
     assert expected == asks_for_code(query)
 
 

@@ -47,6 +47,13 @@ TEXT_WEIGHT = 1.2
 it raised Go hybrid MRR 0.588 -> 0.597, above text alone (0.593), and kept hybrid R@5 at or
 above the better of text and vector on Go, TypeScript and JavaScript (docs/operations.md,
 Measured).  1.1-1.3 score alike; 1.5 drops code questions back."""
+CANDIDATES = 100
+"""Rows each retriever hands the fusion (at least 4 k).  A docs section that ranks in a
+retriever's list pushes code down it, and a code chunk past the list's end loses that
+retriever's share of its fused score; 100 rather than 50 kept code questions on the tune
+split (0.799 R@5) and lifted doc ones 0.584 -> 0.589 (200: code 0.792); on the held-out
+splits code 0.640 -> 0.647 and 0.561 -> 0.589, doc 0.692 -> 0.705 and 0.634 -> 0.661, for
+~10% more search time (docs/operations.md, Measured)."""
 SYMBOL_EXACT_BOOST = 1.0
 SYMBOL_PREFIX_BOOST = 0.02
 GLUE_KINDS = frozenset({"module", "block"})
@@ -86,10 +93,29 @@ request reset resolve retry return rewrite run save schedule search select send
 serialize set show sign simulate skip sort split start stop store strip stub take tell
 test toggle transform translate trim truncate try unescape unlock unquote unregister
 unwrap update validate verify wait wrap write yield
+acquire adjust ask cancel change clean compile decide delegate divide expand fail flush
+forward instruct invoke move retrieve round subtract swap turn unbind wake walk
 """
 _CODE_VERBS = frozenset(_CODE_VERB_WORDS.split())
 """Verbs a code question (and a docstring's first sentence) starts with: "Parse …",
-"Returns …".  Setup words (install, configure, migrate) are doc intent instead."""
+"Returns …".  Setup words (install, configure, migrate) are doc intent instead.  The last
+two lines are the verbs that start at least 5 of the standard library's function docstrings
+and none of the READMEs' section sentences (bench/query_kinds.py)."""
+_CODE_OPENER_WORDS = """
+called constructor convenience decorator deprecated dummy equivalent function helper
+hook internal method private recursively same special true used whether
+"""
+_CODE_OPENERS = frozenset(_CODE_OPENER_WORDS.split())
+"""Other first words of a docstring's first sentence ("Helper to …", "Called when …",
+"Same as …", "True if …", "Internal …"): each starts at least 5 of the standard library's
+function docstrings and none of the READMEs' section sentences (bench/query_kinds.py).
+Exact forms only: "Methods that once were …" is a statement about methods."""
+_DOCSTRING_FIELD = re.compile(
+    r"(?:^|\s):(?:param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?|yields?)"
+    r"\b[^:\n]*:"
+)
+"""A docstring's field list (``:param name:``, ``:returns:``), which documentation does not
+use: a query quoting one was copied from a docstring."""
 _SUBJECT_NEXT_WORDS = """
 is are was were be has have had can could will would may might must should does do did
 also uses allows provides supports offers needs makes comes
@@ -135,13 +161,19 @@ def _is_code_verb(word: str) -> bool:
 
 
 def asks_for_code(text: str) -> bool:
-    """Whether a query asks for code: it starts with a verb of what code does ("parse the
-    header", "Returns the key …"), as a docstring's first sentence does, and that word is
-    not the subject of a statement ("Requests uses …", "Requests verifies …"), which is how
-    documentation speaks.  Measured on the tune split: 73% of code-seeking queries and 2% of
-    doc-seeking ones (bench/prose_rules.py)."""
+    """Whether a query asks for code: it starts as a docstring's first sentence does, with a
+    verb of what code does ("parse the header", "Returns the key …") that is not the subject
+    of a statement ("Requests uses …", "Requests verifies …", how documentation speaks) or
+    with another docstring opener ("Helper to …", "Called when …"), or it quotes a
+    docstring's field list (``:param name:``).  Measured by bench/query_kinds.py: 72% of the
+    standard library's function docstrings and 3% of the READMEs' section sentences; on the
+    tune split 78% of code-seeking queries and 2% of doc-seeking ones."""
     words = re.findall(r"[a-z]+", text.lower())
-    if not words or not _is_code_verb(words[0]):
+    if not words:
+        return False
+    if words[0] in _CODE_OPENERS or _DOCSTRING_FIELD.search(text):
+        return True
+    if not _is_code_verb(words[0]):
         return False
     if len(words) > 1:
         second = words[1]
@@ -335,7 +367,7 @@ class Searcher:
         where = named
         if not headers:  # synthetic class headers rank leaf chunks down (measured -0.02..0.04 R@5)
             where = "synthetic = false" + (f" AND {named}" if named else "")
-        n = max(4 * k, 50)
+        n = max(4 * k, CANDIDATES)
         ranked: list[tuple[list[dict[str, Any]], float]] = []  # (ranking, its weight)
         text_rows: list[list[dict[str, Any]]] = []
         failed: list[BaseException] = []
@@ -359,13 +391,13 @@ class Searcher:
             if failed:
                 raise failed[0]
             ranked.extend((found, TEXT_WEIGHT) for found in text_rows)
+        code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
         for ranking, weight in ranked:
             for rank, row in enumerate(ranking):
                 scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
-        code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         prose = PROSE_WEIGHT if code_question else 1.0
         for rid, row in rows.items():
             scores[rid] *= hit_weight(row, prose)
