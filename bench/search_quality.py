@@ -247,6 +247,7 @@ def report(index: Index, queries: Sequence[Query], only: Sequence[str] | None = 
         qs = [q for q in queries if q.kind == kind]
         print(f"\n{kind}-seeking queries: {len(qs)}")
         print(f"  {'search':32} {'R@5 [95% CI]':26} {'MRR@10 [95% CI]':26} doc@1")
+        recall: dict[str, np.ndarray] = {}
         for name, run in SEARCHES.items():
             if only and name not in only:
                 continue
@@ -256,7 +257,12 @@ def report(index: Index, queries: Sequence[Query], only: Sequence[str] | None = 
                 ranks.append(rank_of(q, hits))
                 top_doc += bool(hits) and hits[0].language in {"markdown", "rst"}
             r5, mrr = scores(ranks)
+            recall[name] = r5
             print(f"  {name:32} {ci(r5):26} {ci(mrr):26} {top_doc / max(1, len(qs)):.2f}")
+        default, filtered = (recall.get(n) for n in list(SEARCHES)[:2])
+        if default is not None and filtered is not None:  # paired: the same queries resampled
+            lost = int((filtered - default).sum())
+            print(f"  R@5 filtered - default: {ci(filtered - default)} ({lost} queries)")
 
 
 def text_latency_ms(searcher: Searcher, queries: Sequence[Query]) -> float:
