@@ -9,14 +9,14 @@ import os
 import queue
 import signal
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codechunkd.procs import WorkerDied, WorkerPool
+from tests.conftest import wait_for
 
 #: A result far larger than a pipe's buffer (64 KiB on Linux): its write blocks halfway.
 BIG: int = 16 * 1024 * 1024
@@ -40,15 +40,6 @@ def _big_after_marking(task: str, marks: str) -> bytes:
 
 def _children() -> set[int]:
     return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
-
-
-def wait_for(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)  # poll interval
-    return True
 
 
 def drain_within(results: Iterator[Any], seconds: float) -> BaseException | list[Any]:
@@ -97,7 +88,7 @@ def test_results_in_input_order_with_at_most_ahead_in_flight() -> None:
         again = list(pool.map([2, 3], ahead=2))
         assert {pid for _, pid in again} <= {pid for _, pid in got}
         assert pool.started == 2 and pool.tasks_done == 31
-    assert wait_for(lambda: not _children() - before), "the workers ended with the pool"
+    wait_for(lambda: not _children() - before, "the workers ended with the pool", timeout=10)
 
 
 def test_a_task_error_is_raised_in_its_turn_and_ends_the_workers() -> None:
@@ -147,11 +138,19 @@ def test_a_worker_killed_halfway_through_a_result_is_an_error_not_a_hang(
     results = pool.map(["small", "big", "small"], ahead=2)
     assert next(results) == b"ok"  # "big" is given out before this returns
     marked = tmp_path / "pid"
-    assert wait_for(lambda: marked.exists() and marked.read_text() != "")
+    wait_for(
+        lambda: marked.exists() and marked.read_text() != "",
+        "the worker marked its pid",
+        timeout=10,
+    )
     pid = int(marked.read_text())
     stat = Path(f"/proc/{pid}/stat")
     # past the mark it only ever sleeps in the write that the parent does not read
-    assert wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "S")
+    wait_for(
+        lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "S",
+        "the worker asleep in its write",
+        timeout=10,
+    )
     os.kill(pid, signal.SIGKILL)
 
     got = drain_within(results, 30)

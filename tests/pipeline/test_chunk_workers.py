@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import signal
 import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, wait_for
 from tests.embedding.test_embed_remote import MODEL, EmbeddingServer
 
 from codechunkd.config import Settings, load_settings
@@ -75,7 +74,7 @@ def index_with(
         rows = sorted(ix.rows(), key=lambda r: (r["path"], r["start_byte"], r["id"]))
     finally:
         ix.close()
-    assert wait_for(lambda: not worker_pids()), "the workers ended with the syncer"
+    wait_for(lambda: not worker_pids(), "the workers ended with the syncer", timeout=10)
     return rows, report
 
 
@@ -95,15 +94,6 @@ def worker_pids() -> list[int]:
         if fields[1] == me and fields[0] != "Z" and b"spawn_main" in cmdline:
             pids.append(int(proc.name))
     return pids
-
-
-def wait_for(predicate: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)  # poll interval
-    return True
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
@@ -186,7 +176,7 @@ def test_a_killed_worker_fails_the_sync_and_the_next_one_completes(
         assert state is not None and state.pending is None
     finally:
         ix.close()
-    assert wait_for(lambda: not worker_pids()), "no worker outlives the syncer"
+    wait_for(lambda: not worker_pids(), "no worker outlives the syncer", timeout=10)
 
 
 def test_auto_chooses_workers_only_for_a_fast_embedder(tmp_path: Path) -> None:
