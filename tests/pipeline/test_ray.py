@@ -540,9 +540,8 @@ def test_placement_asks_for_a_gpu_only_with_a_cuda_embedder() -> None:
             "index.ray_gpus_per_task": 0.25,
         },
     )
-    assert placement({"CPU": 2.0}, cpu) == ({"num_cpus": 1}, cpu.embedding)
-    assert placement({"CPU": 8.0, "GPU": 2.0}, cpu) == ({"num_cpus": 1}, cpu.embedding)
-    got = placement({"CPU": 8.0, "GPU": 2.0}, cuda)
-    assert got == ({"num_cpus": 1, "num_gpus": 0.25}, cuda.embedding)
+    assert placement({"CPU": 2.0}, cpu) == {"num_cpus": 1}
+    assert placement({"CPU": 8.0, "GPU": 2.0}, cpu) == {"num_cpus": 1}
+    assert placement({"CPU": 8.0, "GPU": 2.0}, cuda) == {"num_cpus": 1, "num_gpus": 0.25}
     with pytest.raises(RayEngineError, match="has no GPU"):
         placement({"CPU": 8.0}, cuda)

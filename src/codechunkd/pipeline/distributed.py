@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from codechunkd.config.settings import EmbeddingSettings, Settings
+from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
@@ -143,28 +143,26 @@ def ray_session(address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
-def placement(
-    cluster: Mapping[str, float], settings: Settings
-) -> tuple[dict[str, float], EmbeddingSettings]:
-    """The Ray resources one batch task asks for, and the embedding settings it runs.
+def placement(cluster: Mapping[str, float], settings: Settings) -> dict[str, float]:
+    """The Ray resources one batch task asks for.
 
     A GPU per ``index.ray_gpus_per_task`` when the cluster has GPUs and the embedder is
     configured for CUDA (``embedding.device``, ``torch`` backend); one CPU otherwise. The
-    embedding settings travel unchanged, so every worker computes the model id the driver
-    does (the table's and the cache's key). A CUDA embedder on a cluster without GPUs is
-    an error here rather than a failure in every task.
+    embedding settings travel unchanged with the job, so every worker computes the model
+    id the driver does (the table's and the cache's key). A CUDA embedder on a cluster
+    without GPUs is an error here rather than a failure in every task.
     """
     emb = settings.embedding
     gpus = float(cluster.get("GPU", 0.0))
     cuda = emb.backend == "torch" and emb.device.startswith("cuda")
     if cuda and gpus > 0:
-        return {"num_cpus": 1, "num_gpus": settings.index.ray_gpus_per_task}, emb
+        return {"num_cpus": 1, "num_gpus": settings.index.ray_gpus_per_task}
     if cuda:
         raise RayEngineError(
             f"embedding.device is {emb.device!r} but the Ray cluster has no GPU: "
             "set embedding.device = 'cpu' or add GPU nodes"
         )
-    return {"num_cpus": 1}, emb
+    return {"num_cpus": 1}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,7 +283,7 @@ class RaySyncer(Syncer):
             meter.report(done)
         if not todo:
             return
-        resources, _ = placement(ray.cluster_resources(), self.settings)
+        resources = placement(ray.cluster_resources(), self.settings)
         source = git.source
         path = source.repo if source.kind is SourceKind.WORKTREE else source.git_dir
         paths = IndexPaths.of(self.settings)
