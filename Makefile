@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 REPO   ?= .
 
-.PHONY: run test test-torch check venv docs clean
+.PHONY: run test test-loaded test-torch check venv docs clean
 
 venv: $(STAMP)
 
@@ -25,8 +25,20 @@ run: $(STAMP)
 	$(BIN)/codechunkd run $(REPO)
 
 ## The whole test suite: formatting, lint, types, then pytest (slow tests included).
+## scripts/run_tests.py fails the run unless every collected test ran (a test process
+## ended early by os._exit or a signal fails it too, and it says how many ran).
 test: $(STAMP) check
-	$(BIN)/python -m pytest
+	$(BIN)/python scripts/run_tests.py $(PYTEST_ARGS)
+
+## The same suite on a busy machine: BUSY busy-loop processes (default 8) run beside it,
+## started and stopped by this target. Use it before landing changes to the daemon, the
+## pipeline or the tests: waits must hold on a machine several times slower.
+BUSY ?= 8
+test-loaded: $(STAMP) check
+	@pids=""; for i in $$(seq $(BUSY)); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "test-loaded: $(BUSY) busy loops beside the suite"; \
+	$(BIN)/python scripts/run_tests.py $(PYTEST_ARGS)
 
 ## The torch backend's tests, in a venv of their own with the `torch` extra (not part of
 ## `make test`: the default install has no torch).
@@ -41,7 +53,7 @@ $(TORCH_STAMP): pyproject.toml
 	touch $@
 
 test-torch: $(TORCH_STAMP)
-	$(TORCH_VENV)/bin/python -m pytest -m torch
+	$(TORCH_VENV)/bin/python scripts/run_tests.py -m torch
 
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench scripts

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,41 @@ def _no_thread_leaks() -> Iterator[None]:
     assert not leaked, f"threads left running: {leaked}"
 
 
+OUTLIVES_TEST: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+"""Children of session fixtures that a test may restart: not reaped at its end."""
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every subprocess a test starts has ended when it ends, in every outcome.
+
+    A test that fails halfway (a wait that timed out, say) leaves its children running
+    otherwise, and their ``Popen`` objects, collected during some later test, fail that
+    one with ``ResourceWarning: subprocess ... is still running``. Children still running
+    at the end are killed and reaped here; a test that passed with one left running
+    fails, naming it. Session fixtures start before this and are not seen; a child that
+    belongs to one but is restarted inside a test (the S3 server) is in ``OUTLIVES_TEST``.
+    """
+    started: list[subprocess.Popen[Any]] = []
+    init = subprocess.Popen.__init__
+
+    def tracked(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", tracked)
+    yield
+    monkeypatch.undo()
+    started = [p for p in started if p not in OUTLIVES_TEST]
+    left = [p for p in started if p.poll() is None]
+    for p in left:
+        p.kill()
+    for p in started:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.communicate(timeout=30)  # reaps it, and closes its pipes
+    assert not left, f"subprocesses left running: {[p.args for p in left]}"
+
+
 class Repo:
     """A real git repository in a temporary folder, driven with the git CLI."""
 
@@ -159,7 +196,26 @@ def count_tokens() -> CountTokens:
 
 
 @pytest.fixture(scope="session")
-def embedder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled model's ONNX graph, exported once per test session into the directory
+    every test and the processes they start use (``CODECHUNKD_EMBEDDING_ONNX_DIR``), so the
+    first test that starts a daemon does not pay the export inside its deadlines."""
+    from codechunkd.config.settings import EmbeddingSettings
+    from codechunkd.embedding.onnx_export import export_model
+
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    return export_model(EmbeddingSettings(onnx_dir=str(onnx_dir)))
+
+
+@pytest.fixture(autouse=True)
+def _model_exported_for_slow_tests(request: pytest.FixtureRequest) -> None:
+    """End-to-end tests (marked ``slow``) start processes that load the model."""
+    if request.node.get_closest_marker("slow") is not None:
+        request.getfixturevalue("exported_model")
+
+
+@pytest.fixture(scope="session")
+def embedder(tmp_path_factory: pytest.TempPathFactory, exported_model: Path):  # type: ignore[no-untyped-def]
     """The real bundled model on the default backend, loaded once per test session."""
     from codechunkd.config.settings import EmbeddingSettings
     from codechunkd.embedding.embedder import make_embedder
@@ -293,6 +349,7 @@ class S3Server:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        OUTLIVES_TEST.add(self.proc)
         self._wait_ready(time.monotonic() + deadline_s)
 
     def _wait_ready(self, deadline: float) -> None:
@@ -409,14 +466,65 @@ def unprivileged(argv: list[str]) -> list[str]:
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
 
 
+REFERENCE_CPU_S = 0.018
+"""CPU seconds of ``_calibration_work`` on an idle machine of the project's type (2 cores)."""
+
+_slowness: tuple[float, float] = (-1e9, 1.0)
+
+
+def _calibration_work() -> int:
+    n = 0
+    for i in range(300_000):
+        n += i * i
+    return n
+
+
+def slowness(max_age_s: float = 10.0) -> float:
+    """How many times slower than an idle machine this one runs now (at least 1).
+
+    Measured on a fixed pure-Python loop, re-measured when the last figure is older than
+    ``max_age_s``: the larger of its wall time over its CPU time (the share of a core this
+    process gets on a busy machine) and its CPU time over the idle machine's (a slower core).
+    A deadline that depends on the machine's speed is a base on an idle machine times this,
+    never a larger constant: see ``scaled`` and ``wait_for``.
+    """
+    global _slowness
+    at, factor = _slowness
+    if time.monotonic() - at < max_age_s:
+        return factor
+    wall, cpu = time.perf_counter(), time.process_time()
+    _calibration_work()
+    wall, cpu = time.perf_counter() - wall, max(time.process_time() - cpu, 1e-3)
+    factor = min(max(1.0, wall / cpu, cpu / REFERENCE_CPU_S), 20.0)
+    _slowness = (time.monotonic(), factor)
+    return factor
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` on an idle machine, as a deadline on this one now (see ``slowness``)."""
+    return seconds * slowness()
+
+
 def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     """Poll ``pred`` until it returns something true (and return it), or fail after ``timeout``
-    seconds naming ``what`` and the last value seen."""
-    end = time.monotonic() + timeout
+    seconds naming ``what`` and the last value seen.
+
+    ``timeout`` is what the wait may take on an idle machine: it is scaled by the machine's
+    ``slowness`` when the wait starts, and the deadline moves out if the machine is slower
+    still when it is reached."""
+    start = time.monotonic()
+    factor = slowness()
     last: Any = None
-    while time.monotonic() < end:
+    while True:
         last = pred()
         if last:
             return last
+        if time.monotonic() - start > timeout * factor:
+            factor = max(factor, slowness(max_age_s=0))
+            if time.monotonic() - start > timeout * factor:
+                break
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    raise AssertionError(
+        f"timed out after {time.monotonic() - start:.0f}s ({timeout}s idle, slowness "
+        f"{factor:.1f}) waiting for {what} (last: {last!r})"
+    )

@@ -677,7 +677,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             "or set [daemon] sources\n"
         )
         return 2
-    return service.run()
+    code = service.run()
+    if service.abandoned:
+        # the writer is still inside a batch and holds the lock: end the process now, with no
+        # interpreter teardown (which would wait on, or tear down under, that thread);
+        # exiting releases the lock, and the next start repairs the pending state
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Repo, wait_for
+from tests.conftest import Repo, scaled, wait_for
 
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.daemon.status import EXIT_FRESH, EXIT_STOPPED
@@ -64,7 +64,8 @@ class Daemon:
             self.messages.append(self.notify.recv(4096).decode())
 
     def wait_notify(self, word: str, timeout: float = 150.0) -> str:
-        end = time.monotonic() + timeout
+        """Wait for a notify message with ``word``; ``timeout`` as on an idle machine."""
+        end = time.monotonic() + scaled(timeout)
         while time.monotonic() < end:
             for m in self.messages:
                 if word in m:
@@ -78,7 +79,7 @@ class Daemon:
         return next((Path(os.environ["XDG_RUNTIME_DIR"]) / "codechunkd").glob("*.sock"))
 
     def call(self, doc: dict[str, Any], timeout: float = 60.0) -> Any:
-        return request(self.socket, doc, timeout=timeout)
+        return request(self.socket, doc, timeout=scaled(timeout))
 
     def hits(self, query: str, path: str | None = None) -> list[dict[str, Any]]:
         """Top 100 hits (every chunk of these small repos), of `path` (a glob) if given."""
@@ -114,7 +115,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout=timeout)
+            return self.proc.wait(timeout=scaled(timeout))
         finally:
             self.notify.setblocking(False)
             while True:
@@ -141,7 +142,7 @@ def daemons() -> Iterator[list[Daemon]]:
 
 def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [EXE, *args], capture_output=True, text=True, timeout=scaled(timeout), check=False
     )
 
 

@@ -33,7 +33,6 @@ import functools
 import gc
 import os
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -288,6 +287,8 @@ class Service:
         self.sources: dict[str, SourceRuntime] = {}
         self.should_exit = False
         self.force_exit = False
+        self.abandoned = False
+        """Set by ``run`` when shutdown left a batch in flight (the process must end now)."""
         self.reload_requested = False
         self.serving = threading.Event()
         """Set once the control socket answers: systemd hears READY=1."""
@@ -330,16 +331,22 @@ class Service:
     # -- the script -------------------------------------------------------------
 
     def run(self) -> int:
+        """Serve until a signal stops it; returns the exit status.
+
+        It never ends the process itself: when the batch in flight was abandoned
+        (``abandoned`` is then true) the writer thread may still be writing and still
+        holds the lock, and the caller must end the process at once, unflushed
+        (``codechunkd run`` does, with ``os._exit``); a test in-process just returns.
+        """
         with capture_signals(self.handle_signal):
             self.lock.acquire()  # IndexLocked (exit 5) before anything else
             try:
                 self.startup()
                 self.main_loop()
             finally:
-                abandoned = self.shutdown()
-        if abandoned:  # the writer is inside a batch; its source's state says pending
-            sys.stderr.flush()
-            os._exit(130 if self.force_exit else 0)  # exiting releases the lock
+                self.abandoned = self.shutdown()
+        if self.abandoned:  # the writer is inside a batch; its source's state says pending
+            return 130 if self.force_exit else 0
         return LeaseLost.exit_code if self.lease_lost else 0
 
     @property

@@ -1,0 +1,62 @@
+"""A pytest plugin that keeps a ledger of the run, line by line, for ``scripts/run_tests.py``.
+
+Loaded with ``-p pytest_ledger`` (``scripts/`` on ``PYTHONPATH``) when ``PYTEST_LEDGER``
+names a file. It writes, and flushes at once, so that a process ended by ``os._exit`` or a
+signal leaves what it had done:
+
+    collected N          after collection and deselection: the tests that should run
+    ran NODEID OUTCOME   once per test, when its teardown has been reported
+    finished STATUS      at the end of a session that ended normally
+
+A ledger without its ``finished`` line is a run that stopped early, whatever status the
+process ended with; one with fewer ``ran`` lines than ``collected`` is a short run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO
+
+import pytest
+
+_ledger: IO[str] | None = None
+_outcomes: dict[str, str] = {}
+
+
+def _write(line: str) -> None:
+    if _ledger is not None:
+        _ledger.write(line + "\n")
+        _ledger.flush()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _ledger
+    path = os.environ.get("PYTEST_LEDGER")
+    # only the main process keeps it (a test that runs pytest in a child starts no ledger)
+    if path and _ledger is None and not os.environ.get("PYTEST_LEDGER_OWNER"):
+        os.environ["PYTEST_LEDGER_OWNER"] = str(os.getpid())
+        _ledger = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open for the whole session
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _write(f"collected {len(session.items)}")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # a test's outcome is its worst phase: a pass whose teardown errors is an error
+    if report.failed:
+        _outcomes[report.nodeid] = "failed" if report.when == "call" else "error"
+    elif report.skipped and report.nodeid not in _outcomes:
+        _outcomes[report.nodeid] = "skipped"
+    elif report.when == "call":
+        _outcomes.setdefault(report.nodeid, "passed")
+    if report.when == "teardown":
+        _write(f"ran {report.nodeid.replace(' ', '_')} {_outcomes.get(report.nodeid, 'passed')}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _ledger
+    _write(f"finished {int(exitstatus)}")
+    if _ledger is not None:
+        _ledger.close()
+        _ledger = None

@@ -1,0 +1,80 @@
+"""Run pytest and fail unless every collected test ran: the test step of ``make test``.
+
+    .venv/bin/python scripts/run_tests.py [PYTEST ARGS...]
+
+pytest runs in a child process with ``scripts/pytest_ledger.py`` loaded, which writes each
+test's outcome to a ledger as it goes. A green exit status alone proves little: code under
+test that calls ``os._exit(0)`` ends pytest with status 0 and most of the suite unrun. So
+this exits non-zero when pytest failed, when the ledger has no ``finished`` line (the
+session never ended normally), or when fewer tests ran than were collected, and it says
+how many ran of how many collected.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Ledger:
+    collected: int | None = None
+    ran: dict[str, str] = field(default_factory=dict)
+    finished: int | None = None
+
+    @classmethod
+    def read(cls, path: Path) -> Ledger:
+        ledger = cls()
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        for line in text.splitlines():
+            word, _, rest = line.partition(" ")
+            if word == "collected":
+                ledger.collected = int(rest)
+            elif word == "ran":
+                nodeid, _, outcome = rest.rpartition(" ")
+                ledger.ran[nodeid] = outcome
+            elif word == "finished":
+                ledger.finished = int(rest)
+        return ledger
+
+
+def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
+    """The exit status for this run and the line that explains it."""
+    ran = len(ledger.ran)
+    if ledger.collected is None:
+        return returncode or 1, f"tests: pytest exited {returncode} before it finished collecting"
+    counts = f"{ran} of {ledger.collected} collected tests ran"
+    if ledger.finished is None:
+        return (
+            returncode or 1,
+            f"tests: INCOMPLETE: pytest stopped early (exit {returncode}): {counts}",
+        )
+    if returncode != 0:
+        return returncode, f"tests: FAILED (pytest exit {returncode}): {counts}"
+    if ran < ledger.collected:
+        return 1, f"tests: INCOMPLETE: {counts}"
+    return 0, f"tests: complete: {counts}"
+
+
+def main(argv: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="pytest-ledger-") as tmp:
+        path = Path(tmp) / "ledger"
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_LEDGER_OWNER"}
+        env["PYTEST_LEDGER"] = str(path)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "pytest_ledger", *argv], env=env
+        )
+        code, line = verdict(Ledger.read(path), proc.returncode)
+    print(line, flush=True)
+    return code if code >= 0 else 1  # killed by a signal
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

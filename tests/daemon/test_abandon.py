@@ -1,0 +1,228 @@
+"""A batch that outlives the shutdown: the real daemon, in a child process, abandons it.
+
+The writer is held inside a batch on purpose: the embedding server (real HTTP on
+127.0.0.1) stops answering once the first index is done, and the signal is sent only once
+the edit's request has reached it. Only ``codechunkd run``'s entry point may end the
+process there (``os._exit``); ``Service.run`` returns (see test_service.py), and the next
+start repairs what the abandoned batch left pending.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Repo, run_service, scaled, wait_for
+from tests.daemon.test_service_e2e import Daemon, cli, main_source
+
+from codechunkd.config import load_settings
+from codechunkd.daemon.control import SourceSpec
+from codechunkd.daemon.service import Service
+
+pytestmark = pytest.mark.slow
+
+DIM = 8
+
+
+class StallingServer(ThreadingHTTPServer):
+    """``POST /v1/embeddings`` answered with hash vectors until ``stall`` is set; from then
+    on each request is held (counted in ``held``) until ``release`` is set."""
+
+    daemon_threads = False  # server_close() joins every handler
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.stall = threading.Event()
+        self.release = threading.Event()
+        self.held = 0
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A daemon that left while its request was held is the point of the test."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: StallingServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.server.stall.is_set():
+            with self.server.lock:
+                self.server.held += 1
+            self.server.release.wait()
+        texts = body["input"]
+        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
+        answer = json.dumps({"model": body["model"], "data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+def _vector(text: str) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(digest[i] - 127.5) / 128 for i in range(DIM)]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[StallingServer]:
+    """The server, and the daemon's settings pointing at it (in the environment)."""
+    srv = StallingServer()
+    thread = threading.Thread(target=srv.serve_forever, name="stalling-server")
+    thread.start()
+    env = {
+        "BACKEND": "remote",
+        "REMOTE_URL": srv.url,
+        "REMOTE_MODEL": "stall-test",
+        "REMOTE_DIMENSION": str(DIM),
+        "TIMEOUT": "3600",  # a held request would wait that long: only the shutdown ends it
+        "RETRIES": "0",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(f"CODECHUNKD_EMBEDDING_{key}", value)
+    try:
+        yield srv
+    finally:
+        srv.release.set()
+        srv.shutdown()
+        srv.server_close()
+        thread.join()
+
+
+def _hold_a_batch(repo: Repo, d: Daemon, server: StallingServer) -> None:
+    """Index the repository, then start a batch the server will not answer, and return
+    once its request has reached the server: the writer is inside the batch."""
+    d.wait_notify("READY=1")
+    wait_for(lambda: main_source(d)["fresh"], "the first index")
+    server.stall.set()
+    repo.write("app.py", "def serve_requests():\n    return 'edited_pangolin'\n")
+    wait_for(lambda: server.held >= 1, "the edit's embedding request held by the server")
+
+
+@pytest.mark.parametrize(
+    ("how", "timeout_s", "code"),
+    [("SIGTERM past the shutdown timeout", "0.5", 0), ("a second Ctrl-C", "3600", 130)],
+)
+def test_an_abandoned_batch_ends_the_process_and_the_next_start_repairs(
+    repo: Repo,
+    tmp_path: Path,
+    index_dir: Path,
+    server: StallingServer,
+    how: str,
+    timeout_s: str,
+    code: int,
+) -> None:
+    repo.write("app.py", "def serve_requests():\n    return 'first'\n")
+    repo.write("lib/util.py", "def helper_util():\n    return 1\n")
+    repo.commit("init")
+    d = Daemon(tmp_path, index_dir, repo.path, shutdown_timeout_s=timeout_s)
+    try:
+        _hold_a_batch(repo, d, server)
+        if code == 0:
+            d.proc.send_signal(signal.SIGTERM)
+        else:
+            d.proc.send_signal(signal.SIGINT)
+            wait_for(lambda: d.events("daemon_stopping"), "the first Ctrl-C heard")
+            d.proc.send_signal(signal.SIGINT)
+        assert d.stop(timeout=60) == code, d.log.read_text()[-3000:]
+    finally:
+        d.kill()
+    (abandoned,) = d.events("batch_abandoned")
+    assert abandoned["forced"] is (code == 130)
+    assert d.events("daemon_stopped")[-1]["abandoned"] is True
+    state = json.loads((index_dir / "_codechunkd" / "state.json").read_text())
+    assert state["sources"][0]["pending"] is not None  # what the next start must repair
+
+    server.stall.clear()
+    server.release.set()  # the held request is answered to nobody
+    again = Daemon(tmp_path, index_dir, repo.path)
+    try:
+        again.wait_notify("READY=1")
+        wait_for(lambda: main_source(again)["fresh"], "fresh again after the restart")
+        hits = again.hits("serve requests", "app.py")
+        assert any("edited_pangolin" in h["content"] for h in hits), hits
+        assert again.stop() == 0
+    finally:
+        again.kill()
+    checked = cli("verify", str(repo.path), "--index-dir", str(index_dir))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_service_in_process_returns_from_an_abandoned_batch(
+    repo: Repo, index_dir: Path, server: StallingServer
+) -> None:
+    """In a test's own process the abandon path returns (with ``abandoned`` set) instead of
+    ending the process: were it to call ``os._exit``, pytest would end here, and
+    ``scripts/run_tests.py`` would fail the run as incomplete."""
+    repo.write("app.py", "def serve_requests():\n    return 'first'\n")
+    repo.commit("init")
+    overrides = {
+        "index.dir": str(index_dir),
+        "daemon.shutdown_timeout_s": 0.2,
+        "daemon.debounce_ms": 50,
+        "daemon.nice": 0,
+    }
+    service = Service(load_settings(overrides=overrides), specs=[SourceSpec.parse(str(repo.path))])
+
+    def drive() -> None:
+        wait_for(service.ready.is_set, "ready")
+        server.stall.set()
+        repo.write("app.py", "def serve_requests():\n    return 'edited_pangolin'\n")
+        wait_for(lambda: server.held >= 1, "the edit's embedding request held by the server")
+
+    assert run_service(service, drive) == 0
+    assert service.abandoned
+    assert service.writer is not None and service.writer.is_alive()  # still in the batch
+    server.release.set()
+    service.writer.join(timeout=scaled(60))  # it finishes the batch it was in, then ends
+    assert not service.writer.is_alive()
+    service.lock.release()  # what the process's end would have done
+
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "codechunkd"
+
+
+def _process_enders(tree: ast.Module) -> list[int]:
+    """Lines of ``os._exit``/``sys.exit``/``os.abort`` calls outside an
+    ``if __name__ == "__main__":`` block (a child process's own entry point)."""
+    main_blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+    ]
+    inside = {id(n) for block in main_blocks for n in ast.walk(block)}
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) in ("os._exit", "sys.exit", "os.abort")
+        and id(node) not in inside
+    ]
+
+
+def test_only_the_command_entry_point_ends_the_process() -> None:
+    """``os._exit`` and ``sys.exit`` are called in ``cli.py`` (``codechunkd``'s entry point)
+    and under ``if __name__ == "__main__":`` of child-process modules alone: everything
+    else returns or raises, so nothing a test runs in-process can end pytest."""
+    found = {
+        str(p.relative_to(SRC)): lines
+        for p in SRC.rglob("*.py")
+        if p.name != "cli.py" and (lines := _process_enders(ast.parse(p.read_text())))
+    }
+    assert found == {}, found
