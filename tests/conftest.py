@@ -92,7 +92,7 @@ def _no_thread_leaks() -> Iterator[None]:
     """
     before = set(threading.enumerate())
     yield
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + scaled(5.0)
     leaked = []
     for t in threading.enumerate():
         if t in before or t.name.startswith(LIBRARY_THREADS):
@@ -134,7 +134,10 @@ def _no_child_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         p.kill()
     for p in started:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            p.communicate(timeout=30)  # reaps it, and closes its pipes
+            p.wait(timeout=30)
+        for pipe in (p.stdin, p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
     assert not left, f"subprocesses left running: {[p.args for p in left]}"
 
 

@@ -53,6 +53,7 @@ def test_a_test_that_ends_the_process_fails_the_run_and_says_how_many_ran(
 
 
 def test_a_complete_green_run_passes_and_says_so(tmp_path: Path) -> None:
+    """Four tests that pass: exit 0, pytest's summary, and every collected test counted."""
     result = run_suite(tmp_path, "assert True")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 passed" in result.stdout
@@ -60,12 +61,14 @@ def test_a_complete_green_run_passes_and_says_so(tmp_path: Path) -> None:
 
 
 def test_a_failing_test_fails_the_run(tmp_path: Path) -> None:
+    """pytest's own failure status comes through, with the counts."""
     result = run_suite(tmp_path, "assert False")
     assert result.returncode == 1, result.stdout
     assert "tests: FAILED (pytest exit 1): 4 of 4 collected tests ran" in result.stdout
 
 
 def test_a_run_killed_by_a_signal_fails(tmp_path: Path) -> None:
+    """A test process killed by SIGKILL fails the run as incomplete."""
     result = run_suite(tmp_path, "os.kill(os.getpid(), 9)")
     assert result.returncode != 0
     assert "1 of 4 collected tests ran" in result.stdout

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.chat_server import MODEL, Action, ChatServer, closed_port_url, error
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 from codechunkd import cli
 from codechunkd.config import Settings, load_settings
@@ -565,9 +565,9 @@ def test_stop_ends_a_run_without_waiting_for_the_request(
     chat.wait_for_requests(1)
     t0 = time.monotonic()
     s.stop.set()
-    runner.join(5.0)
+    runner.join(scaled(5.0))
     assert not runner.is_alive()
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < scaled(2.0)
     (run,) = result
     assert (run.stopped_by, run.summarized, run.backlog) == ("stopping", 0, N)
     chat.release.set()  # the abandoned request ends; its thread with it
