@@ -167,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
 READ_COMMANDS = frozenset({"search", "status", "verify"})
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """The settings, with what every command needs first: a private umask, an index to read."""
+def _settings(args: argparse.Namespace, *, check_index: bool = True) -> Settings:
+    """The settings, with what every command needs first: a private umask, an index to read
+    (``check_index=False``: the caller looks at the index itself)."""
     from codechunkd.errors import StoreError
     from codechunkd.storage.layout import IndexPaths, private_umask
 
@@ -177,7 +178,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     command = getattr(args, "command", None)
     # `status` on the default index before anything was indexed says so (exit 12/13);
     # a directory named on the command line must be an index for every read command.
-    if command in READ_COMMANDS and (args.index_dir or command != "status"):
+    if check_index and command in READ_COMMANDS and (args.index_dir or command != "status"):
         problem = IndexPaths.of(settings).index_problem()
         if problem:
             raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
@@ -509,14 +510,16 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
 def _search_via_daemon(args: argparse.Namespace, req: SearchRequest) -> dict[str, Any] | None:
     """The answer of a running daemon (warm model): ``hits``, and ``partial`` while a first
     index runs; None when no daemon answers (or it answers an error: search here instead)."""
-    from codechunkd.daemon.control import DaemonUnavailable, request
+    from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
     from codechunkd.storage.layout import IndexPaths
 
+    paths = IndexPaths.of(_settings(args))
     try:
         answer = request(
-            IndexPaths.of(_settings(args)).socket,
+            paths.socket,
             {"cmd": "search", **req.to_json()},
             timeout=60.0,
+            running=lambda: daemon_pid(paths),
         )
     except DaemonUnavailable:
         return None
@@ -606,11 +609,16 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
 
 
 def _status_via_daemon(paths: Any) -> dict[str, Any]:
-    """The running daemon's status document, or a ``stopped``/``stalled`` stub."""
-    from codechunkd.daemon.control import DaemonUnavailable, request
+    """The running daemon's status document, or a ``stopped``/``stalled`` stub.
+
+    A daemon that holds the index's lock is never ``stopped``: busy, starting or stopping,
+    it is asked again until the timeout, then reported ``stalled``."""
+    from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
 
     try:
-        doc = request(paths.socket, {"cmd": "status"}, timeout=2.0)
+        doc = request(
+            paths.socket, {"cmd": "status"}, timeout=2.0, running=lambda: daemon_pid(paths)
+        )
     except DaemonUnavailable as exc:
         return {"daemon": {"state": "stalled" if exc.stalled else "stopped", "reason": exc.reason}}
     if not isinstance(doc, dict) or "daemon" not in doc:
@@ -620,15 +628,20 @@ def _status_via_daemon(paths: Any) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from codechunkd.daemon.status import exit_code, render_text
-    from codechunkd.errors import IndexDamaged
+    from codechunkd.errors import IndexDamaged, StoreError
     from codechunkd.storage.layout import IndexPaths
 
-    settings = _settings(args)
+    settings = _settings(args, check_index=False)  # a running daemon is asked first
     paths = IndexPaths.of(settings)
     out = _status_via_daemon(paths)
     only = str(Path(args.path).resolve()) if args.path else None
     if "sources" not in out:  # no daemon answered: the same document, from state.json
         from codechunkd.daemon.offline import stopped_status
+
+        stopped = out["daemon"]["state"] == "stopped"  # (a stalled daemon is reported)
+        problem = paths.index_problem() if args.index_dir and stopped else None
+        if problem:
+            raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
 
         out = stopped_status(
             paths, state=out["daemon"]["state"], reason=out["daemon"].get("reason")
@@ -692,6 +705,7 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
     from codechunkd.daemon.control import (
         DaemonUnavailable,
         SourceSpec,
+        daemon_pid,
         read_sources,
         request,
         write_sources,
@@ -717,7 +731,7 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
         specs.remove(spec)
     write_sources(file, specs)
     try:
-        request(paths.socket, {"cmd": "reload"}, timeout=2.0)
+        request(paths.socket, {"cmd": "reload"}, timeout=2.0, running=lambda: daemon_pid(paths))
         running = "; the running daemon follows"
     except DaemonUnavailable:
         running = "; no daemon is running"

@@ -34,6 +34,7 @@ import socket
 import socketserver
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,8 @@ from typing import Any
 
 from codechunkd import atomicfile
 from codechunkd.errors import ConfigError
-from codechunkd.storage.layout import private_dir, trust_problem
+from codechunkd.storage.layout import IndexPaths, private_dir, trust_problem
+from codechunkd.storage.lock import live_holder
 
 MAX_REQUEST = 1 << 20
 Handler = Callable[[Mapping[str, Any]], Any]
@@ -130,10 +132,15 @@ class _RequestHandler(socketserver.StreamRequestHandler):
 
 
 class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """A JSON-lines server on a Unix socket, one thread per connection."""
+    """A JSON-lines server on a Unix socket, one thread per connection.
+
+    Its listen queue holds ``SOMAXCONN`` connections (socketserver's default is 5: twenty
+    clients at once found it full, and a client with a timeout gets ``EAGAIN`` at once).
+    """
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = max(128, socket.SOMAXCONN)
 
     def __init__(self, path: Path, handlers: Mapping[str, Handler]) -> None:
         self.path = path
@@ -208,16 +215,74 @@ def check_socket(path: Path) -> None:
         raise _untrusted(f"{path} is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})")
 
 
-def request(path: Path, doc: Mapping[str, Any], *, timeout: float = 2.0) -> Any:
+def daemon_pid(paths: IndexPaths) -> int | None:
+    """The pid of a live ``codechunkd run`` holding the index's writer lock, or None.
+
+    Read from the lock files (stdlib only): what tells a daemon that is starting, busy or
+    stopping (its socket missing, refusing, or its queue full) from no daemon at all.
+    """
+    for lock in (paths.runtime_lock, paths.lock):
+        found = live_holder(lock)
+        if found is not None and found[1] == "codechunkd run":
+            return found[0]
+    return None
+
+
+class _Busy(Exception):
+    """The daemon did not take the connection yet: try again within the deadline."""
+
+
+def request(
+    path: Path,
+    doc: Mapping[str, Any],
+    *,
+    timeout: float = 2.0,
+    running: Callable[[], object] | None = None,
+) -> Any:
     """Send one request and return the answer; ``DaemonUnavailable`` when nobody answers.
+
+    A daemon whose connection queue is full (``EAGAIN``) is asked again until ``timeout``
+    has passed, and so is one that ``running`` (e.g. ``daemon_pid``) says is alive while
+    its socket is missing or refuses (starting, stopping; a full queue on macOS): neither
+    is reported as no daemon, but as ``stalled`` once the time is spent.
 
     ``ConfigError`` when the socket or its directory cannot be trusted (``check_socket``).
     """
-    check_socket(path)
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            return _request_once(path, doc, deadline, running)
+        except _Busy as busy:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DaemonUnavailable(
+                    f"the daemon is running but did not take the request within {timeout} s "
+                    f"({busy})",
+                    stalled=True,
+                ) from None
+            time.sleep(min(pause, left))  # a retry's back-off, not a wait for a condition
+            pause = min(2 * pause, 0.1)
+
+
+def _request_once(
+    path: Path, doc: Mapping[str, Any], deadline: float, running: Callable[[], object] | None
+) -> Any:
+    def refused(exc: DaemonUnavailable) -> Exception:
+        return _Busy("its socket refused or was missing") if running and running() else exc
+
+    try:
+        check_socket(path)
+    except DaemonUnavailable as exc:
+        raise refused(exc) from None
+    timeout = max(0.001, deadline - time.monotonic())
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
-            s.connect(str(path))
+            try:
+                s.connect(str(path))
+            except BlockingIOError:  # its listen queue is full: it is busy, not gone
+                raise _Busy("its connection queue was full") from None
             s.sendall(json.dumps(doc).encode() + b"\n")
             buf = b""
             while not buf.endswith(b"\n"):
@@ -225,11 +290,11 @@ def request(path: Path, doc: Mapping[str, Any], *, timeout: float = 2.0) -> Any:
                 if not chunk:
                     break
                 buf += chunk
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        raise DaemonUnavailable(f"no daemon listening on {path}") from exc
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise refused(DaemonUnavailable(f"no daemon listening on {path}")) from None
     except TimeoutError as exc:
         raise DaemonUnavailable(
-            f"the daemon did not answer within {timeout} s", stalled=True
+            f"the daemon did not answer within {timeout:.1f} s", stalled=True
         ) from exc
     except OSError as exc:
         raise DaemonUnavailable(f"cannot talk to the daemon: {exc}") from exc

@@ -65,13 +65,13 @@ from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import SourceWatch, Watcher
 from codechunkd.daemon.watchers import make_watcher
 from codechunkd.embedding.embedder import Embedder, Vectors, make_embedder
-from codechunkd.errors import CodechunkdError, ConfigError
+from codechunkd.errors import CodechunkdError, ConfigError, StoreError
 from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.summarize import Summarizer, SummaryRun, open_summarizer
 from codechunkd.pipeline.sync import Syncer, SyncProgress
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock
+from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock, writer_problem
 from codechunkd.storage.store import IndexStore, read_state_file
 
 log = structlog.get_logger("codechunkd.daemon")
@@ -585,6 +585,9 @@ class Service:
             batch_id=uuid.uuid4().hex[:8], trigger=level.name.lower(), lag_ms=lag_ms
         )
         try:
+            problem = writer_problem(self.lock)  # its index directory deleted: write nothing
+            if problem:
+                raise StoreError(problem)
             report = self.syncer.sync(
                 rt.git, progress=functools.partial(self._progress, rt), **kwargs
             )
@@ -904,7 +907,11 @@ class Service:
         )
 
     def status(self) -> dict[str, Any]:
-        return document(self.snapshot())
+        doc = document(self.snapshot())
+        problem = writer_problem(self.lock)  # e.g. the index directory deleted under us
+        if problem:
+            doc["daemon"].update(state="stalled", reason=problem)
+        return doc
 
     def status_line(self) -> str:
         return status_line(self.snapshot(read_git=False))

@@ -105,6 +105,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"cache hit rate {cache.get('hit_rate', 0.0):.0%}, "
             f"watches {watch.get('watches', 0)}/{watch.get('limit', '?')}"
         )
+        if d.get("reason"):  # why a running daemon is stalled (its index directory deleted)
+            lines.append(f"  {state}: {d['reason']}")
         lines.append(_summaries_line(d.get("summaries") or {}))
     size = doc.get("index_bytes")
     lines.append(f"index: {doc.get('index')}" + (f" ({size / 1e6:.1f} MB)" if size else ""))

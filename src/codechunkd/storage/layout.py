@@ -96,6 +96,11 @@ class IndexPaths:
         return self.meta / "writer.lock"
 
     @property
+    def runtime_lock(self) -> Path:
+        """The writer lock outside the index directory (it outlives the directory's removal)."""
+        return self.runtime / f"{self.key}.lock"
+
+    @property
     def state_file(self) -> Path:
         return self.meta / "state.json"
 

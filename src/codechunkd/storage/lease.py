@@ -300,15 +300,25 @@ def _error_code(body: bytes) -> str:
 
 
 def lease_check(guard: WriterGuard) -> Callable[[], None] | None:
-    """What a writer calls before each commit to learn that it lost the index (a lease's
-    ``check``); None for a ``flock``, which its process holds until it exits."""
-    return guard.check if isinstance(guard, Lease) else None
+    """What a writer calls before each commit to learn that it lost the index: a lease's
+    ``check``, or a ``flock``'s (its ``writer.lock`` removed with the index directory)."""
+    return guard.check if isinstance(guard, Lease | WriterLock) else None
+
+
+def writer_problem(guard: WriterGuard) -> str | None:
+    """Why a writer holding ``guard`` cannot write now, known without a round trip: its
+    lease lost, or its index directory deleted; None when nothing is known to be wrong."""
+    if isinstance(guard, WriterLock):
+        return guard.problem()
+    if isinstance(guard, Lease) and guard.lost:
+        return f"{guard.uri}: this writer lost its lease to another writer"
+    return None
 
 
 def writer_lock(paths: IndexPaths, *, what: str) -> WriterGuard:
     """The one-writer guard of an index: ``flock`` for a directory, a lease for ``s3://``."""
     if paths.store is None:
-        return WriterLock(paths.lock, what=what)
+        return WriterLock(paths.lock, what=what, outer=paths.runtime_lock, index=paths.uri)
     if not paths.uri.startswith("s3://"):
         raise ConfigError(
             f"cannot write {paths.uri}: codechunkd writes to a local directory or an s3:// "

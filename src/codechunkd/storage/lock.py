@@ -4,7 +4,15 @@ The lock is advisory and released by the kernel when the holder dies, so a
 crash never leaves a stale lock behind.  The file holds the holder's pid and
 command so that the refusal message can name it.
 
-The file is opened without following a symbolic link (one pointing outside
+A writer takes two lock files: ``<index>/_codechunkd/writer.lock`` (what older
+versions take too) and, first, ``<runtime dir>/<hash of the index's path>.lock``
+beside the control socket.  The second outlives the index directory: with the
+directory deleted under a running daemon, a ``codechunkd index`` that makes it
+again finds a new, unlocked ``writer.lock`` there but is still refused by the
+runtime one.  The holder learns that its ``writer.lock`` is gone (``problem``,
+``check``: the file at the path is not the one it locked) and stops writing.
+
+Each file is opened without following a symbolic link (one pointing outside
 would have its target truncated), created 0600 (another user who can open it
 can ``flock`` it and keep every writer out), and refused when another user
 owns it, with a message that says so.
@@ -20,7 +28,8 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
-from codechunkd.errors import IndexLocked, StoreError
+from codechunkd.errors import ConfigError, IndexLocked, StoreError
+from codechunkd.storage.layout import private_dir
 
 _OPEN = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -46,40 +55,130 @@ def _open_lock(path: Path) -> int:
     return fd
 
 
-class WriterLock:
-    def __init__(self, path: Path, *, what: str = "codechunkd") -> None:
+def read_holder(path: Path) -> tuple[int, str] | None:
+    """(pid, command) written in a lock file by its holder, if any (held or not)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        pid, _, what = (f.read(256) or b"").decode("ascii", "replace").strip().partition(" ")
+    return (int(pid), what) if pid.isdigit() else None
+
+
+def live_holder(path: Path) -> tuple[int, str] | None:
+    """``read_holder``, when that process is alive (a dead holder's flock is gone)."""
+    found = read_holder(path)
+    if found is None:
+        return None
+    try:
+        os.kill(found[0], 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's (a pid reused): still alive
+    return found
+
+
+class _LockFile:
+    """One ``flock``ed file, and whether the file at its path is still the one locked."""
+
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.what = what
-        self._fd: int | None = None
+        self.fd: int | None = None
 
-    def holder(self) -> int | None:
-        """Pid written by the current holder, if any."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            text = (f.read(64) or b"").decode("ascii", "replace").split()
-        return int(text[0]) if text and text[0].isdigit() else None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def lock(self, what: str) -> bool:
         fd = _open_lock(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise IndexLocked(str(self.path.parent.parent), self.holder()) from None
+            return False
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {self.what}\n".encode())
-        self._fd = fd
+        os.write(fd, f"{os.getpid()} {what}\n".encode())
+        self.fd = fd
+        return True
+
+    def intact(self) -> bool:
+        """The path still names the file this process locked (not removed or replaced)."""
+        if self.fd is None:
+            return True
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        held = os.fstat(self.fd)
+        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
     def release(self) -> None:
-        if self._fd is not None:
+        if self.fd is not None:
             with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
+                os.ftruncate(self.fd, 0)
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+class WriterLock:
+    """The writer lock of ``path`` (``<index>/_codechunkd/writer.lock``), and of ``outer``
+    (a lock file outside the index directory, taken first) when given."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        what: str = "codechunkd",
+        outer: Path | None = None,
+        index: str | None = None,
+    ) -> None:
+        self.path = path
+        self.outer = outer
+        self.what = what
+        self.index = index or str(path.parent.parent)
+        self._inner = _LockFile(path)
+        self._files = ([_LockFile(outer)] if outer is not None else []) + [self._inner]
+
+    def holder(self) -> int | None:
+        """Pid written by the current holder, if any."""
+        for f in self._files:
+            found = read_holder(f.path)
+            if found is not None:
+                return found[0]
+        return None
+
+    def acquire(self) -> None:
+        if self.outer is not None:
+            _private_parent(self.outer)
+        for f in self._files:
+            try:
+                if f is self._inner:  # made only once the outer lock is ours
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                locked = f.lock(self.what)
+            except BaseException:
+                self.release()
+                raise
+            if not locked:
+                pid = self.holder()
+                self.release()
+                raise IndexLocked(self.index, pid)
+
+    def problem(self) -> str | None:
+        """Why this holder must not write any more (its ``writer.lock`` is gone), or None."""
+        if self._inner.intact():
+            return None
+        return (
+            f"{self.path} was removed or replaced under this writer (was the index directory "
+            f"{self.index} deleted?); nothing more is written: restart it to index again"
+        )
+
+    def check(self) -> None:
+        """Raise ``StoreError`` (``problem``) before a write that must not happen."""
+        problem = self.problem()
+        if problem:
+            raise StoreError(problem)
+
+    def release(self) -> None:
+        for f in reversed(self._files):
+            f.release()
 
     def __enter__(self) -> WriterLock:
         self.acquire()
@@ -92,3 +191,14 @@ class WriterLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def _private_parent(path: Path) -> None:
+    """The runtime directory of the outer lock: made 0700, or refused when not ours alone."""
+    problem = private_dir(path.parent)
+    if problem:
+        raise ConfigError(
+            f"not trusting the runtime directory for the writer lock: {problem}; remove it, "
+            "or set XDG_RUNTIME_DIR to a directory of your own",
+            key="XDG_RUNTIME_DIR",
+        )

@@ -1,0 +1,231 @@
+"""The control socket under a crowd, and the writer lock when the index directory goes (#28).
+
+A full listen queue is a busy daemon, not a missing one; a directory deleted under a
+running daemon does not let a second writer in, and ``status`` names the daemon and why
+it cannot write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Repo, wait_for
+from tests.daemon.test_service_e2e import Daemon, cli
+
+from codechunkd.config import Settings
+from codechunkd.daemon.control import ControlServer, DaemonUnavailable, request
+from codechunkd.daemon.status import EXIT_STALLED
+from codechunkd.storage.layout import IndexPaths, private_dir
+from codechunkd.storage.lease import writer_lock
+
+CROWD = 100
+"""Connections made before the server accepts any: more than socketserver's queue of 5."""
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        d.kill()
+
+
+@contextlib.contextmanager
+def reading_notifications(d: Daemon) -> Iterator[None]:
+    """Read the daemon's notify messages meanwhile, as systemd does: unread, the queue
+    fills (a watchdog ping every 2 s) and the daemon's main thread blocks in its send."""
+    done = threading.Event()
+
+    def drain() -> None:
+        while not done.is_set():
+            d.recv(0.2)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        yield
+    finally:
+        done.set()
+        reader.join()
+
+
+def test_a_crowd_of_connections_waits_in_the_queue_and_is_answered(tmp_path: Path) -> None:
+    """CROWD clients connect before the server accepts one: every connect is queued (none
+    gets EAGAIN), and once it serves, every one is answered."""
+    server = ControlServer(tmp_path / "run" / "d.sock", {"ping": lambda _req: {"ok": True}})
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(CROWD):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            clients.append(s)
+            s.setblocking(False)
+            s.connect(str(server.path))  # BlockingIOError (EAGAIN) when the queue is full
+        server.start()
+        for s in clients:
+            s.settimeout(30)
+            s.sendall(b'{"cmd": "ping"}\n')
+        answers = [json.loads(s.makefile("rb").readline()) for s in clients]
+    finally:
+        for s in clients:
+            s.close()
+        server.stop()
+    assert answers == [{"ok": True}] * CROWD
+
+
+def test_a_full_queue_is_a_busy_daemon_not_a_stopped_one(settings: Settings) -> None:
+    """A daemon (holding the writer lock) whose listen queue is full: ``status`` asks again
+    until its deadline, then says stalled and why, never stopped; a queue that drains
+    meanwhile gets the request answered."""
+    paths = IndexPaths.of(settings)
+    assert private_dir(paths.runtime) is None
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(paths.socket))
+    listener.listen(0)
+    fillers: list[socket.socket] = []
+    try:
+        while True:  # fill the queue
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(str(paths.socket))
+            except BlockingIOError:
+                s.close()
+                break
+            fillers.append(s)
+        with writer_lock(paths, what="codechunkd run"):  # as the daemon holds it
+            done = cli("status", "--json", "--index-dir", paths.uri)
+            doc = json.loads(done.stdout)
+            assert done.returncode == EXIT_STALLED, done.stdout + done.stderr
+            assert doc["daemon"]["state"] == "stalled"
+            assert "connection queue was full" in doc["daemon"]["reason"]
+            _drained_queue_answers(listener, fillers, paths.socket)
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+
+
+def _drained_queue_answers(
+    listener: socket.socket, fillers: list[socket.socket], path: Path
+) -> None:
+    def serve() -> None:  # drain the queue, then answer the next client
+        for _ in fillers:
+            listener.accept()[0].close()
+        conn, _ = listener.accept()
+        with conn:
+            conn.makefile("rb").readline()
+            conn.sendall(b'{"ok": true}\n')
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        assert request(path, {"cmd": "ping"}, timeout=60, running=lambda: True) == {"ok": True}
+    finally:
+        server.join(timeout=60)
+
+
+def _stdlib_repo(repo: Repo, files: int) -> None:
+    """``files`` real modules of the standard library (a cold index of some seconds)."""
+    lib = Path(json.__file__).parents[1]
+    picked = [p for p in sorted(lib.glob("*.py")) if 2_000 < p.stat().st_size < 20_000][:files]
+    for p in picked:
+        repo.write(f"lib/{p.name}", p.read_text())
+    repo.commit("stdlib")
+
+
+@pytest.mark.slow
+def test_twenty_clients_searching_during_a_cold_index_are_all_answered(
+    repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
+) -> None:
+    """20 clients search in a loop through the socket while the daemon indexes: every
+    request is answered (no "no daemon", no error), and some while the index was partial."""
+    _stdlib_repo(repo, 40)
+    d = Daemon(tmp_path, index_dir, repo.path)
+    daemons.append(d)
+    d.wait_notify("READY=1")
+    with reading_notifications(d):
+        _search_in_a_crowd(d)
+    assert d.stop() == 0
+
+
+def _search_in_a_crowd(d: Daemon) -> None:
+    failures: list[str] = []
+    partial = 0
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def client() -> None:
+        nonlocal partial
+        while not stop.is_set():
+            try:
+                answer: Any = d.call({"cmd": "search", "query": "parse a header", "k": 5})
+            except DaemonUnavailable as exc:
+                answer = {"error": f"unavailable: {exc.reason}"}
+            with lock:
+                if "hits" not in answer:
+                    failures.append(str(answer))
+                elif answer.get("partial"):
+                    partial += 1
+
+    threads = [threading.Thread(target=client) for _ in range(20)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(
+            lambda: d.status()["daemon"]["state"] == "ready" or failures, "the first index", 600
+        )
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+    assert not failures, failures[:5]
+    assert partial, "no search was answered while the first index ran"
+
+
+@pytest.mark.slow
+def test_index_directory_deleted_under_a_running_daemon(
+    repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
+) -> None:
+    """``rm -rf`` of the index under a running daemon: ``codechunkd index`` is still refused
+    (the lock beside the socket outlives the directory), ``status`` names the running daemon
+    and says why it cannot write, and the daemon's next sync fails instead of writing."""
+    repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
+    repo.commit("init")
+    d = Daemon(tmp_path, index_dir, repo.path)
+    daemons.append(d)
+    d.wait_notify("READY=1")
+    with reading_notifications(d):
+        _delete_the_index_under(d, repo, index_dir)
+    assert d.stop() == 0
+
+
+def _delete_the_index_under(d: Daemon, repo: Repo, index_dir: Path) -> None:
+    wait_for(lambda: d.status()["daemon"]["state"] == "ready", "the first index", 300)
+    shutil.rmtree(index_dir)
+    second = cli("index", str(repo.path), "--index-dir", str(index_dir))
+    assert second.returncode == 5, second.stdout + second.stderr
+    assert f"process {d.proc.pid}" in second.stderr
+
+    status = cli("status", "--index-dir", str(index_dir))
+    assert status.returncode == 14, status.stdout + status.stderr  # stalled, not "no index"
+    assert f"pid {d.proc.pid}" in status.stdout
+    assert "was removed or replaced under this writer" in status.stdout
+
+    repo.write("b.py", "def beta_marker_ocelot():\n    return 2\n")  # the daemon tries to sync
+    repo.commit("b")
+
+    def failing() -> str | None:
+        src = d.status()["sources"][0]
+        return src.get("failing") if src.get("consecutive_failures") else None
+
+    assert "removed or replaced" in wait_for(failing, "the sync to fail", 120)
+    with contextlib.suppress(FileNotFoundError):  # nothing written in a re-made directory
+        assert not any(index_dir.iterdir()), list(index_dir.iterdir())
