@@ -65,7 +65,12 @@ def shown(value: Any) -> str:
     if isinstance(value, str) and len(value) > SHOWN_CHARS:
         value = value[:SHOWN_CHARS]
         return repr(value)[:-1] + "…" + repr(value)[-1]
-    text = repr(value) if not isinstance(value, list | dict | tuple) else type(value).__name__
+    if isinstance(value, list | dict | tuple) and len(value) > 10:
+        return f"a {type(value).__name__} of {len(value):,} items"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit for str()
+        return "a number too large to show"
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
@@ -109,7 +114,7 @@ class SearchRequest:
         if isinstance(self.k, bool) or not isinstance(self.k, int):
             raise ConfigError(f"k must be an integer, got {shown(self.k)}", key="k")
         if not 1 <= self.k <= MAX_K:
-            raise ConfigError(f"k must be between 1 and {MAX_K}, got {self.k}", key="k")
+            raise ConfigError(f"k must be between 1 and {MAX_K}, got {shown(self.k)}", key="k")
         if self.mode not in MODES:  # a ``Mode`` member is a str: normalised below
             raise ConfigError(
                 f"unknown search mode {shown(self.mode)} (expected one of: {', '.join(MODES)})",
