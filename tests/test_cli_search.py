@@ -50,3 +50,35 @@ def test_search_without_a_daemon_finds_the_function_and_survives_a_closed_pipe(
     proc.stderr.close()
     assert proc.wait(timeout=120) == 0, err
     assert "Traceback" not in err
+
+
+def test_a_method_snippet_is_dedented_as_one_block(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A method's snippet shows its body one level inside its `def`, as in the file (the
+    chunk's first line lost its indentation; the lines below kept the file's)."""
+    repo.write(
+        "geo.py",
+        "class Point:\n"
+        "    def distance_to(self, other):\n"
+        '        """Great-circle distance between two points on a sphere."""\n'
+        "        return haversine(self, other)\n",
+    )
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    done = subprocess.run(
+        [EXE, "search", "great-circle distance on a sphere", "--index-dir", str(index_dir)],
+        capture_output=True,
+        text=True,
+        env=_env(embedder),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = lines.index("    def distance_to(self, other):")
+    assert lines[at + 1] == '        """Great-circle distance between two points on a sphere."""'
+    assert lines[at + 2] == "        return haversine(self, other)"

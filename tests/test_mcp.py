@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import socket
+import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -26,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from codechunkd.config.settings import Settings
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, wait_for
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
 GEO = '''"""Geometry helpers."""
@@ -241,9 +245,10 @@ def test_no_index_is_a_tool_error(tmp_path: Path) -> None:
     anyio.run(go)
 
 
-def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
-    """With --http the server listens on 127.0.0.1 only and answers the SDK's HTTP client."""
-    log = tmp_path / "http.log"
+@contextmanager
+def http_server(index_dir: Path, log: Path) -> Iterator[tuple[str, str]]:
+    """`codechunkd mcp --http --port 0` in a subprocess: its URL and bearer token, from what
+    it prints on stderr once listening."""
     with log.open("w") as err:
         proc = subprocess.Popen(
             [EXE, "mcp", "--http", "--port", "0", "--index-dir", str(index_dir)],
@@ -252,18 +257,50 @@ def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: 
             env=_env(),
         )
     try:
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
+
+        def printed() -> tuple[str, str] | None:
             assert proc.poll() is None, log.read_text()
-            found = re.search(r"serving on (http://127\.0\.0\.1:\d+/mcp)", log.read_text())
-            url = found.group(1) if found else None
-            time.sleep(0.05)
-        assert url, log.read_text()
+            url = re.search(r"serving on (http://127\.0\.0\.1:\d+/mcp)", log.read_text())
+            token = re.search(r"Authorization: Bearer ([\w-]+)", log.read_text())
+            return (url.group(1), token.group(1)) if url and token else None
+
+        yield wait_for(printed, "the server's URL and token on stderr")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def authorized(token: str) -> Any:
+    """The SDK's own HTTP client, sending the bearer token."""
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)
+    )
+
+
+def post_initialize(url: str, headers: dict[str, str]) -> int:
+    """The HTTP status of a bare `initialize` POST (no MCP client: only the status matters)."""
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    }
+    answer = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        headers={"Accept": "application/json, text/event-stream", **headers},
+        timeout=60,
+    )
+    return int(answer.status_code)
+
+
+def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
+    """With --http the server listens on 127.0.0.1 only and answers the SDK's HTTP client."""
+    with http_server(index_dir, tmp_path / "http.log") as (url, token):
 
         async def go() -> None:
             async with (
-                streamable_http_client(url) as (read, write),
+                authorized(token) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
                 ClientSession(read, write) as s,
             ):
                 await s.initialize()
@@ -274,9 +311,206 @@ def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: 
                 assert (await call(s, "outline", path="nope.py")).is_error
 
         anyio.run(go)
+
+
+def test_http_needs_the_bearer_token(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
+    """Over HTTP, no request is served without `Authorization: Bearer <token>`: no header and
+    a wrong token get 401 (the SDK's client then fails to initialise), the token works; the
+    token file is 0600 and reused by the next start; one that others can read is refused."""
+    token_file = Path(os.environ["XDG_CONFIG_HOME"]) / "codechunkd" / "mcp-token"
+    with http_server(index_dir, tmp_path / "http.log") as (url, token):
+        assert token_file.read_text().strip() == token
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert post_initialize(url, {}) == 401
+        assert post_initialize(url, {"Authorization": f"Bearer {token[:-1]}x"}) == 401
+        assert post_initialize(url, {"Authorization": token}) == 401
+        assert post_initialize(url, {"Authorization": f"bearer {token}"}) == 200
+
+        async def refused(client: httpx2.AsyncClient) -> None:
+            with anyio.fail_after(120):
+                async with (
+                    client as http,
+                    streamable_http_client(url, http_client=http) as (read, write),
+                    ClientSession(read, write) as s,
+                ):
+                    await s.initialize()
+
+        for client in (httpx2.AsyncClient(), authorized("wrong-" + token)):
+            with pytest.raises(Exception) as caught:
+                anyio.run(refused, client)
+            assert "Server returned an error response" in repr(caught.value)
+
+        async def works() -> None:
+            async with (
+                authorized(token) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                assert ok(await call(s, "search", query="slugify", k=3))["hits"]
+
+        anyio.run(works)
+
+    with http_server(index_dir, tmp_path / "http2.log") as (_, again):
+        assert again == token  # reused: agents configured once keep working
+
+    token_file.chmod(0o640)
+    done = subprocess.run(
+        [EXE, "mcp", "--http", "--port", "0", "--index-dir", str(index_dir)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "refusing the MCP token file" in done.stderr and "0640" in done.stderr, done.stderr
+
+
+def test_http_closes_silent_and_half_sent_connections(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """A connection that sends nothing, one that stops in the middle of its headers, and one
+    left idle after an answer are each closed by the server within a bounded time."""
+    with http_server(index_dir, tmp_path / "http.log") as (url, token):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        silent, partial, idle = (socket.create_connection(("127.0.0.1", port)) for _ in "abc")
+        try:
+            partial.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+            idle.sendall(
+                b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                b"Authorization: Bearer %s\r\n\r\n" % (port, token.encode())
+            )
+            for conn in (silent, partial, idle):
+                conn.settimeout(120)  # a hang detector: the server's limits are 5 and 10 s
+                received = b""
+                while chunk := conn.recv(4096):
+                    received += chunk
+                assert conn in (silent, partial) or received.startswith(b"HTTP/1.1 404")
+        finally:
+            for conn in (silent, partial, idle):
+                conn.close()
+
+
+def test_stdio_answers_every_frame(index_dir: Path, tmp_path: Path) -> None:
+    """Over stdio, a request whose query holds a lone surrogate gets an error answer with its
+    id, a frame that is not JSON a -32700 parse error, JSON that is no JSON-RPC message a
+    -32600; each is logged, and the server answers the next request.
+
+    Raw frames on the server's stdin: the SDK's client cannot send a lone surrogate (pydantic
+    refuses to encode it), other clients (JavaScript's JSON.stringify) send it escaped."""
+    err = (tmp_path / "mcp.log").open("w")
+    proc = subprocess.Popen(
+        [EXE, "mcp", "--index-dir", str(tmp_path / "empty")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        env=_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: list[dict[str, Any]] = []
+
+    def send(frame: str) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(frame.encode() + b"\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, f"no answer to {frame[:80]!r}"
+        answers.append(json.loads(proc.stdout.readline()))
+        return answers[-1]
+
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        first = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        assert send(json.dumps(first))["id"] == 1
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        surrogate = (
+            '{"jsonrpc": "2.0", "id": 7, "method": "tools/call",'
+            ' "params": {"name": "search", "arguments": {"query": "a \\ud800 b"}}}'
+        )
+        answer = send(surrogate)
+        assert answer["id"] == 7 and answer["error"]["code"] == -32700
+        assert "lone surrogate" in answer["error"]["message"]
+        answer = send("this is not json")
+        assert answer["id"] is None and answer["error"]["code"] == -32700
+        answer = send('{"jsonrpc": "2.0", "id": 8, "method": 42}')
+        assert answer["id"] == 8 and answer["error"]["code"] == -32600
+        answer = send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+        assert answer["id"] == 9 and len(answer["result"]["tools"]) == 4
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        err.close()
+    log = (tmp_path / "mcp.log").read_text()
+    assert log.count("mcp_bad_frame") == 3, log
+
+
+def test_descriptions_errors_via_outline_budget_and_snippets(
+    indexed: Repo, index_dir: Path, tmp_path: Path, settings: Settings, embedder: Any
+) -> None:
+    """Tool descriptions carry no source indentation; an argument error is one line naming
+    the argument; every answer says `via`; `outline` keeps to `max_chars` and says what it
+    left out; chunk text in answers is dedented as a block (a method's body one level in)."""
+    defs = "".join(
+        f"def helper_number_{i}(alpha, beta, gamma):\n    return alpha + {i}\n\n\n"
+        for i in range(12)
+    )
+    indexed.write("pkg/many.py", defs)
+    indexed.commit("many")
+    ix = Indexer(settings, embedder)
+    ix.sync(indexed.path)
+    ix.close()
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            for t in (await s.list_tools()).tools:
+                assert t.description
+                assert not [ln for ln in t.description.splitlines() if ln.startswith(" ")], t.name
+
+            for args, argument in [
+                ({"query": "x", "k": 0}, "`k`"),
+                ({"k": 3}, "`query`"),
+                ({"query": "x", "mode": "fuzzy", "k": "many"}, "`mode`"),
+            ]:
+                res = await s.call_tool("search", args)
+                assert res.is_error
+                message = text(res)
+                assert "\n" not in message and "pydantic" not in message, message
+                assert argument in message, message
+            res = await s.call_tool("outline", {"path": "pkg/geo.py", "max_chars": 10})
+            assert res.is_error and "`max_chars`" in text(res) and "\n" not in text(res)
+
+            hits = ok(await call(s, "search", query="Great-circle distance in km", k=3))
+            method = next(h for h in hits["hits"] if h["symbol"] == "Point.distance_to")
+            outline = ok(await call(s, "outline", path="pkg/geo.py"))
+            read = ok(await call(s, "read_chunks", ids=[method["id"]]))
+            status = ok(await call(s, "status"))
+            assert [d["via"] for d in (hits, outline, read, status)] == ["index"] * 4
+
+            shown = text(await call(s, "search", query="Great-circle distance in km", k=1))
+            assert 'def distance_to(self, other):\n    """Great-circle' in shown, shown
+            full = text(await call(s, "read_chunks", ids=[method["id"]]))
+            assert "def distance_to(self, other):\n    return haversine" in full.replace(
+                '    """Great-circle distance in km."""\n', ""
+            ), full
+
+            whole = await call(s, "outline", path="pkg/many.py")
+            cut = await call(s, "outline", path="pkg/many.py", max_chars=500)
+            assert not ok(whole)["trimmed"] and ok(cut)["trimmed"]
+            listed = ok(cut)["chunks"]
+            assert 0 < len(listed) < len(ok(whole)["chunks"])
+            assert listed == ok(whole)["chunks"][: len(listed)]
+            body = text(cut).rsplit("\nTrimmed: ", 1)
+            assert len(body) == 2 and len(body[0]) <= 500, text(cut)
+            left = len(ok(whole)["chunks"]) - len(listed)
+            assert f"{left} more chunk(s)" in body[1]
+
+    anyio.run(go)
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:

@@ -581,6 +581,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
+    from codechunkd.chunking.snippet import dedent
+
     if not hits:
         print("no results")
         return
@@ -600,7 +602,7 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
         print(f"{where}  {h['symbol'] or '-'}  {h['score']:.4f}{flag}")
         for ctx in h.get("context") or ():
             print(f"    in: {ctx.splitlines()[0][:110]}")
-        snippet = [line for line in h["content"].splitlines() if line.strip()][:4]
+        snippet = [line for line in dedent(h["content"]).splitlines() if line.strip()][:4]
         for line in snippet:
             print(f"    {mark(line[:120])}")
 

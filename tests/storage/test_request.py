@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from codechunkd.errors import ConfigError
-from codechunkd.storage.request import MODES, SearchRequest
+from codechunkd.storage.request import MAX_FILTER_CHARS, MAX_QUERY_CHARS, MODES, SearchRequest
 from codechunkd.storage.search import Filters, Mode
 
 
@@ -122,3 +122,58 @@ def test_importing_it_loads_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"query": "x" * 20_000_000}, "the query is 20,000,000 characters; the limit is 16,000"),
+        ({"query": "q", "path": "[" * 20_000}, "path is 20,000 characters; the limit is 4,096"),
+        ({"query": "q", "repo": "/" + "r" * 5_000}, "repo is 5,001 characters; the limit is 4,096"),
+        ({"query": "q", "kind": "k" * 4_097}, "kind is 4,097 characters; the limit is 4,096"),
+    ],
+)
+def test_sizes_are_capped_and_the_error_does_not_echo_them(
+    doc: dict[str, Any], message: str
+) -> None:
+    """A query or filter past its cap is refused with its length and the limit, not itself."""
+    with pytest.raises(ConfigError) as caught:
+        SearchRequest.from_json(doc)
+    assert str(caught.value) == message
+    assert (
+        SearchRequest.from_json(
+            {"query": "x" * MAX_QUERY_CHARS, "path": "p" * MAX_FILTER_CHARS}
+        ).path
+        == "p" * MAX_FILTER_CHARS
+    )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"query": "q", "k": "9" * 100_000},
+        {"query": "q", "mode": "m" * 100_000},
+        {"query": "q", "stale": "s" * 100_000},
+        {"query": "q", "x" * 100_000: 1},
+        {"query": "q", "lang": "go", "language": "l" * 1_000},
+    ],
+)
+def test_no_error_repeats_a_large_value(doc: dict[str, Any]) -> None:
+    """Every refusal quotes at most a short prefix of what it was sent."""
+    with pytest.raises(ConfigError) as caught:
+        SearchRequest.from_json(doc)
+    assert len(str(caught.value)) < 300, str(caught.value)[:300]
+
+
+def test_a_glob_is_parsed_in_linear_time() -> None:
+    """200,000 unclosed ``[`` (a scan for ``]`` at each made the parse quadratic: 20,000
+    took 162 s) parse at once; the deadline is a hang detector, a thousand times the need."""
+    code = (
+        "from codechunkd.storage.search import path_filter\n"
+        "f = path_filter('[' * 200_000 + '[a]')\n"
+        'assert f.endswith("[a]$\')"), f[-40:]\n'
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("parsing a 200,000-character glob did not finish in 120 s")

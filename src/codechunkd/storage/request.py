@@ -19,6 +19,11 @@ treats ``null``/``""`` as "not given" (as the daemon always did), and refuses
 unknown keys.  ``to_json`` writes ``language``, which the daemon has always
 accepted, so either end can adopt this value first.
 
+Sizes are capped here, at the one place every door passes: a query of at most
+:data:`MAX_QUERY_CHARS` characters and filters of at most :data:`MAX_FILTER_CHARS` each
+(docs/operations.md, "Limits").  Past a cap the error gives the length and the limit, never
+the value; no error here repeats more than :data:`SHOWN_CHARS` characters of what it got.
+
 Importing this module costs nothing (no numpy, no LanceDB): clients that only
 talk to the daemon use it too.
 """
@@ -38,12 +43,41 @@ if TYPE_CHECKING:
 MODES = ("hybrid", "vector", "text")
 """The values of ``storage.search.Mode`` (repeated here so this module imports nothing)."""
 MAX_K = 1000
+MAX_QUERY_CHARS = 16_000
+"""The longest query, in characters: a 300-line code fragment.  The model reads its first
+256 tokens (about 1,000 characters) and full-text search each word, so a longer query finds
+nothing more, and a 20 MB one took minutes."""
+MAX_FILTER_CHARS = 4_096
+"""The longest filter value (``repo``, ``path`` glob, ``branch``, …), in characters: Linux's
+``PATH_MAX``."""
+SHOWN_CHARS = 60
+"""At most this much of a bad value is repeated in an error (then ``…``)."""
 FILTER_KEYS = ("repo", "branch", "commit", "path", "language", "kind")
 FLAG_KEYS = ("context", "stale")
 KEYS = frozenset({"query", "k", "mode", *FILTER_KEYS, *FLAG_KEYS})
 ALIASES = {"lang": "language"}
 IGNORED = frozenset({"cmd"})
 """The control socket's envelope: part of the document, not of the request."""
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` characters: what an error may repeat."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        value = value[:SHOWN_CHARS]
+        return repr(value)[:-1] + "…" + repr(value)[-1]
+    if isinstance(value, list | dict | tuple) and len(value) > 10:
+        return f"a {type(value).__name__} of {len(value):,} items"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit for str()
+        return "a number too large to show"
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _check_length(key: str, value: Any, limit: int) -> None:
+    if isinstance(value, str) and len(value) > limit:
+        what = "the query" if key == "query" else key
+        raise ConfigError(f"{what} is {len(value):,} characters; the limit is {limit:,}", key=key)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,31 +104,36 @@ class SearchRequest:
     """Flag hits whose file on disk no longer matches the indexed blob."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.query, str) or not self.query.strip():
+        _check_length("query", self.query, MAX_QUERY_CHARS)
+        for key in FILTER_KEYS:
+            _check_length(key, getattr(self, key), MAX_FILTER_CHARS)
+        if not isinstance(self.query, str):
+            raise ConfigError(f"the query must be a string, got {shown(self.query)}", key="query")
+        if not self.query.strip():
             raise ConfigError("the search query is empty", key="query")
         if isinstance(self.k, bool) or not isinstance(self.k, int):
-            raise ConfigError(f"k must be an integer, got {self.k!r}", key="k")
+            raise ConfigError(f"k must be an integer, got {shown(self.k)}", key="k")
         if not 1 <= self.k <= MAX_K:
-            raise ConfigError(f"k must be between 1 and {MAX_K}, got {self.k}", key="k")
+            raise ConfigError(f"k must be between 1 and {MAX_K}, got {shown(self.k)}", key="k")
         if self.mode not in MODES:  # a ``Mode`` member is a str: normalised below
             raise ConfigError(
-                f"unknown search mode {self.mode!r} (expected one of: {', '.join(MODES)})",
+                f"unknown search mode {shown(self.mode)} (expected one of: {', '.join(MODES)})",
                 key="mode",
             )
         object.__setattr__(self, "mode", str(self.mode))
         for key in FILTER_KEYS:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigError(f"{key} must be a non-empty string, got {value!r}", key=key)
+                raise ConfigError(f"{key} must be a non-empty string, got {shown(value)}", key=key)
         if self.repo is not None and not os.path.isabs(self.repo):
             raise ConfigError(
-                f"repo must be an absolute path (the repository root), got {self.repo!r}",
+                f"repo must be an absolute path (the repository root), got {shown(self.repo)}",
                 key="repo",
             )
         for key in FLAG_KEYS:
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(
-                    f"{key} must be true or false, got {getattr(self, key)!r}", key=key
+                    f"{key} must be true or false, got {shown(getattr(self, key))}", key=key
                 )
 
     @classmethod
@@ -110,13 +149,15 @@ class SearchRequest:
             if key not in KEYS:
                 known = ", ".join(sorted(KEYS | ALIASES.keys()))
                 raise ConfigError(
-                    f"unknown search option {raw_key!r} (known: {known})", key=raw_key
+                    f"unknown search option {shown(raw_key)} (known: {known})",
+                    key=raw_key if isinstance(raw_key, str) else None,
                 )
             if value is None or value == "":
                 continue  # "not given", as the daemon has always read it
             if key in values and values[key] != value:
                 raise ConfigError(
-                    f"conflicting values for {key}: {values[key]!r} and {value!r}", key=key
+                    f"conflicting values for {key}: {shown(values[key])} and {shown(value)}",
+                    key=key,
                 )
             values[key] = value
         if "query" not in values:
@@ -141,4 +182,4 @@ class SearchRequest:
         )
 
 
-__all__ = ["MAX_K", "MODES", "SearchRequest"]
+__all__ = ["MAX_FILTER_CHARS", "MAX_K", "MAX_QUERY_CHARS", "MODES", "SearchRequest"]

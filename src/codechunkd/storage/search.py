@@ -240,11 +240,27 @@ _REGEX_META = frozenset("\\.+*?()|[]{}^$")
 _CLASS_META = frozenset("\\[]&~^")  # ``&&`` and ``~~`` are set operations in Rust regex
 
 
+def _next_close(glob: str) -> list[int]:
+    """For each position, the index of the first ``]`` at or after it (``len(glob)``: none).
+
+    Looked up rather than scanned for at each ``[``: a scan made 20,000 unclosed ``[``
+    quadratic (162 s); the lookup keeps the parse linear in the glob's length.
+    """
+    closes = [len(glob)] * (len(glob) + 1)
+    for pos in range(len(glob) - 1, -1, -1):
+        closes[pos] = pos if glob[pos] == "]" else closes[pos + 1]
+    return closes
+
+
 def _glob_regex(glob: str) -> str | None:
-    """The anchored regex of a glob that has a character class; None when it has none."""
+    """The anchored regex of a glob that has a character class; None when it has none.
+
+    Linear in the glob's length (each character is read once, each class's end looked up).
+    """
     out: list[str] = []
     has_class = False
     i, n = 0, len(glob)
+    closes = _next_close(glob)
     while i < n:
         ch = glob[i]
         i += 1
@@ -255,8 +271,7 @@ def _glob_regex(glob: str) -> str | None:
         elif ch == "[":
             j = i + 1 if i < n and glob[i] in "!^" else i
             j = j + 1 if j < n and glob[j] == "]" else j  # a leading ``]`` is literal
-            while j < n and glob[j] != "]":
-                j += 1
+            j = closes[j] if j < n else n
             if j >= n:  # unclosed: a literal ``[``
                 out.append("\\[")
                 continue
