@@ -128,6 +128,8 @@ def test_an_abandoned_batch_ends_the_process_and_the_next_start_repairs(
     timeout_s: str,
     code: int,
 ) -> None:
+    """A batch held past the shutdown is abandoned (the wait for it said first, with the way
+    out: a second Ctrl-C), the process ends with the lock, and the next start repairs it."""
     repo.write("app.py", "def serve_requests():\n    return 'first'\n")
     repo.write("lib/util.py", "def helper_util():\n    return 1\n")
     repo.commit("init")
