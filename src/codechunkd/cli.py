@@ -91,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branch", help="only rows indexed on this branch")
     p.add_argument("--commit", help="only rows indexed at this commit")
     p.add_argument("--path", help="only paths matching this glob")
-    p.add_argument("--lang", help="only this language")
+    p.add_argument(
+        "--lang", help="only this language (python, typescript, markdown, …; checked, not guessed)"
+    )
     p.add_argument("--kind", help="only this kind (function, method, class, …)")
     p.add_argument("--context", action="store_true", help="add enclosing class/module signatures")
     p.add_argument("--stale", action="store_true", help="flag hits whose file changed on disk")
@@ -120,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("status", help="what is indexed, and how fresh it is")
-    p.add_argument("path", nargs="?", help="only the source containing this folder")
+    p.add_argument(
+        "path", nargs="?", help="only the source containing this folder (exit 2 if none does)"
+    )
     _common(p)
 
     p = sub.add_parser("run", help="run the daemon: watch sources and keep the index fresh")
