@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,35 @@ def test_commands_have_help(command: str, capsys: pytest.CaptureFixture[str]) ->
         main(argv)
     assert exc.value.code == 0
     assert "usage: codechunkd" in capsys.readouterr().out
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, Any]]:
+    """(command line, parser) for the parser and every subcommand under it."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                yield from _parsers(subparser, f"{name} {sub}")
+
+
+def test_every_subcommand_and_option_has_help() -> None:
+    """Every subcommand and every option or argument of every parser has a help text (as in
+    sqlite-utils' ``test_commands_have_help``): ``--help`` never shows a bare flag."""
+    missing = []
+    for name, parser in _parsers(build_parser(), "codechunkd"):
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                missing += [
+                    f"{name} {c.dest}"
+                    for c in action._choices_actions
+                    if not (c.help or "").strip()
+                ]
+                continue
+            if not (action.help or "").strip():
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, missing
 
 
 def test_parser_knows_every_command() -> None:

@@ -11,7 +11,8 @@ too).  ``status`` adds 10 (some source is stale), 11 (degraded: a source is
 not fully watched, or keeps failing), 12 (nothing indexed), 13 (stopped: no
 daemon runs for this index; the indexed state is still printed) and 14
 (stalled: the daemon is silent or its changes wait too long); see
-``codechunkd.daemon.status``.
+``codechunkd.daemon.status``.  ``status PATH`` for a PATH that is in no source
+of the index exits 2 and lists the sources.
 
 With a daemon running (``codechunkd run``), ``status`` and ``search`` ask it
 over its Unix socket (a warm model, no torch import); without one they work
@@ -90,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branch", help="only rows indexed on this branch")
     p.add_argument("--commit", help="only rows indexed at this commit")
     p.add_argument("--path", help="only paths matching this glob")
-    p.add_argument("--lang", help="only this language")
+    p.add_argument(
+        "--lang", help="only this language (python, typescript, markdown, …; checked, not guessed)"
+    )
     p.add_argument("--kind", help="only this kind (function, method, class, …)")
     p.add_argument("--context", action="store_true", help="add enclosing class/module signatures")
     p.add_argument("--stale", action="store_true", help="flag hits whose file changed on disk")
@@ -119,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("status", help="what is indexed, and how fresh it is")
-    p.add_argument("path", nargs="?", help="only the source containing this folder")
+    p.add_argument(
+        "path", nargs="?", help="only the source containing this folder (exit 2 if none does)"
+    )
     _common(p)
 
     p = sub.add_parser("run", help="run the daemon: watch sources and keep the index fresh")
@@ -149,8 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
     ssub = p.add_subparsers(dest="service_command", required=True, metavar="ACTION")
     q = ssub.add_parser("install", help="write and enable the unit (or print what to do)")
     kind = q.add_mutually_exclusive_group()
-    kind.add_argument("--user", dest="kind", action="store_const", const="user")
-    kind.add_argument("--system", dest="kind", action="store_const", const="system")
+    kind.add_argument(
+        "--user",
+        dest="kind",
+        action="store_const",
+        const="user",
+        help="a unit for this user, run by `systemctl --user` (the default)",
+    )
+    kind.add_argument(
+        "--system",
+        dest="kind",
+        action="store_const",
+        const="system",
+        help="a template unit codechunkd@NAME for a CI box, one per /etc/codechunkd/NAME.toml",
+    )
     q.set_defaults(kind="user")
     q.add_argument(
         "--manager",
@@ -159,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--print", action="store_true", help="print the unit and commands only")
     q.add_argument("--no-enable", action="store_true", help="write the unit, do not enable it")
-    _common(q)
+    _common(q)  # --config and --index-dir are passed on to the unit's `codechunkd run`
     return parser
 
 
@@ -182,11 +199,24 @@ def _settings(args: argparse.Namespace, *, check_index: bool = True) -> Settings
         problem = IndexPaths.of(settings).index_problem()
         if problem:
             raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
-    if command == "run":  # refuse a socket directory someone else made before starting
-        from codechunkd.daemon.control import ensure_socket_dir
-
-        ensure_socket_dir(IndexPaths.of(settings).runtime)
     return settings
+
+
+def _git_source(path: str, ref: str | None = None) -> Any:
+    """The source at ``path`` (``GitSource``); a path that does not exist says so (exit 3)."""
+    from codechunkd.errors import RepoError
+    from codechunkd.git.changes import GitSource
+
+    if not os.path.exists(path):
+        raise RepoError(f"{path} does not exist")
+    return GitSource(path, ref=ref)  # NotAGitRepo / RefNotFound: exit 3
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command as it was given, ready to paste into a shell."""
+    import shlex
+
+    return shlex.join(["codechunkd", *(getattr(args, "argv", None) or [args.command])])
 
 
 def _print_json(doc: object) -> None:
@@ -228,8 +258,8 @@ class _ProgressBar:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
-    def interrupted(self, path: str) -> str:
-        """What an interrupted index saved, and how to resume."""
+    def interrupted(self, command: str) -> str:
+        """What an interrupted index saved, and how to resume (``command``, as given)."""
         p = self.last
         saved = (
             f"{p.embedded:,} vectors computed are saved in the embedding cache, "
@@ -239,7 +269,7 @@ class _ProgressBar:
         )
         return (
             f"codechunkd: interrupted: {saved}.\n"
-            f"To resume, run the same command again (`codechunkd index {path}`): "
+            f"To resume, run the same command again (`{command}`): "
             f"saved vectors are reused, not computed again.\n"
         )
 
@@ -281,10 +311,26 @@ def _refuse_damaged(paths: Any) -> None:
         raise IndexDamaged("; ".join(found))
 
 
+def _refuse_a_writer(paths: Any) -> None:
+    """``IndexLocked`` (exit 5) when another writer (the daemon) holds the index, naming it."""
+    from codechunkd.errors import IndexLocked
+    from codechunkd.storage.lease import writer_lock
+
+    try:
+        with writer_lock(paths, what="codechunkd index"):
+            pass
+    except IndexLocked as exc:
+        exc.args = (
+            f"{exc}: a running `codechunkd run` keeps its sources fresh by itself "
+            "(`codechunkd status` shows them; `codechunkd add PATH` adds one); "
+            "stop it to run `codechunkd index`",
+        )
+        raise
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from codechunkd.embedding.embedder import make_embedder
     from codechunkd.errors import ModelMismatch, SchemaMismatch
-    from codechunkd.git.changes import GitSource
     from codechunkd.pipeline.sync import Syncer
     from codechunkd.storage.cache import EmbeddingCache
     from codechunkd.storage.layout import IndexPaths
@@ -296,10 +342,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(
             settings, index=dataclasses.replace(settings.index, seed=args.seed)
         )
-    git = GitSource(args.path, ref=args.ref)
+    git = _git_source(args.path, args.ref)
     paths = IndexPaths.of(settings)
     if not args.rebuild:
         _refuse_damaged(paths)
+    _refuse_a_writer(paths)  # exit 5 while the daemon runs, fresh or not
     if not args.rebuild and _already_fresh(settings, paths, git, args):
         return 0
     with writer_lock(paths, what="codechunkd index") as lock:
@@ -338,7 +385,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             if bar.enabled and bar.last is not None:
                 sys.stderr.write("\n")
-            sys.stderr.write(bar.interrupted(args.path))
+            sys.stderr.write(bar.interrupted(_command_line(args)))
             return 130
         finally:
             cache.close()
@@ -362,6 +409,10 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
         f"  skipped: {skipped}\n"
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
+    if report.truncated:
+        from codechunkd.daemon.status import truncated_text
+
+        print(f"  truncated: {truncated_text(report.truncated)}")
     if report.seed_skipped:
         print(f"  seed skipped: {report.seed_skipped}")
 
@@ -386,14 +437,13 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from codechunkd.errors import IndexDamaged
-    from codechunkd.git.changes import GitSource
     from codechunkd.pipeline.verify import verify
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.repair import table_damage
     from codechunkd.storage.store import IndexStore
 
     settings = _settings(args)
-    git = GitSource(args.path, ref=args.ref)
+    git = _git_source(args.path, args.ref)
     paths = IndexPaths.of(settings)
     _refuse_damaged(paths)
     store = IndexStore(paths.uri, storage_options=paths.storage_options)
@@ -507,6 +557,24 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
         raise
 
 
+def _check_language(language: str | None, settings: Settings) -> None:
+    """A ``--lang`` no file can have is an error naming the known ones (not "no results")."""
+    import difflib
+
+    from codechunkd.chunking.languages import known_languages
+    from codechunkd.errors import ConfigError
+
+    known = known_languages(settings.chunking.extensions)
+    if language is None or language in known:
+        return
+    close = difflib.get_close_matches(language, sorted(known), n=3)
+    guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(
+        f"unknown language {language!r} for --lang{guess} (known: {', '.join(sorted(known))})",
+        key="language",
+    )
+
+
 def _search_via_daemon(args: argparse.Namespace, req: SearchRequest) -> dict[str, Any] | None:
     """The answer of a running daemon (warm model): ``hits``, and ``partial`` while a first
     index runs; None when no daemon answers (or it answers an error: search here instead)."""
@@ -537,6 +605,7 @@ def _partial_note(partial: dict[str, Any]) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     req = _search_request(args)
+    _check_language(req.language, _settings(args))
     answer = _search_via_daemon(args, req)
     hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
     partial = answer.get("partial") if answer else None
@@ -649,9 +718,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             paths, state=out["daemon"]["state"], reason=out["daemon"].get("reason")
         )
     if only:
+        every = out["sources"]
         out["sources"] = [
-            s for s in out["sources"] if only == s["repo"] or only.startswith(s["repo"] + os.sep)
+            s for s in every if only == s["repo"] or only.startswith(s["repo"] + os.sep)
         ]
+        if every and not out["sources"]:
+            listed = "".join(f"\n  {s['repo']}" for s in every)
+            sys.stderr.write(
+                f"codechunkd: error: {only} is in none of the sources of {out['index']}; "
+                f"they are:{listed}\n"
+            )
+            return 2
     code = exit_code(out)
     damage = _damage_lines(paths)  # issue #15: a damaged index is never "fresh"
     if damage:
@@ -677,14 +754,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     logs.configure(level=logging.DEBUG if args.verbose else logging.INFO)
     os.environ.setdefault("LANCEDB_LOG", "error")
     settings = _settings(args)
+    specs = [SourceSpec.parse(p) for p in args.paths]
+    for spec in specs:  # a path that is no source fails now, having created nothing
+        _git_source(spec.path, spec.ref)
+    from codechunkd.daemon.control import ensure_socket_dir
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.lease import writer_lock
 
-    with writer_lock(IndexPaths.of(settings), what="codechunkd run"):
+    paths = IndexPaths.of(settings)
+    ensure_socket_dir(paths.runtime)  # refuse a socket directory someone else made
+    with writer_lock(paths, what="codechunkd run"):
         pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
     from codechunkd.daemon.service import Service
 
-    specs = [SourceSpec.parse(p) for p in args.paths]
     service = Service(settings, specs=specs, load_settings=lambda: _settings(args))
     if not service.specs():
         sys.stderr.write(
@@ -712,14 +794,13 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
         request,
         write_sources,
     )
-    from codechunkd.git.changes import GitSource
     from codechunkd.storage.layout import IndexPaths
 
     paths = IndexPaths.of(_settings(args))
     file = paths.meta / "sources.json"
     specs = read_sources(file)
     if add:
-        git = GitSource(args.path, ref=args.ref)  # NotAGitRepo / RefNotFound: exit 3
+        git = _git_source(args.path, args.ref)
         spec = SourceSpec(path=git.source.repo, ref=args.ref)
         if spec in specs:
             print(f"already listed: {spec}")
@@ -749,6 +830,27 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return _edit_sources(args, add=False)
 
 
+def _service_run_args(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """The ``--config``/``--index-dir`` the unit's ``codechunkd run`` gets (absolute), and
+    the local index directory it will write (None: an object store, or the system unit's
+    own ``/etc/codechunkd/%i.toml`` decides)."""
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.objectstore import is_local
+
+    run_args: list[str] = []
+    index_dir = args.index_dir
+    if index_dir and is_local(index_dir):
+        index_dir = str(Path(index_dir.removeprefix("file://")).expanduser().resolve())
+    if index_dir:
+        run_args += ["--index-dir", index_dir]
+    if args.config is not None:
+        run_args += ["--config", str(args.config.expanduser().resolve())]
+    if args.kind == "system" and not run_args:
+        return run_args, None
+    uri = IndexPaths.of(load_settings(config=args.config, overrides={"index.dir": index_dir})).uri
+    return run_args, uri if is_local(uri) else None
+
+
 def cmd_service(args: argparse.Namespace) -> int:
     from codechunkd import platform
     from codechunkd.daemon import launchd, systemd
@@ -763,13 +865,20 @@ def cmd_service(args: argparse.Namespace) -> int:
     if manager == "launchd" and args.kind == "system":
         sys.stderr.write("codechunkd: error: launchd: only a user agent (--user) is written\n")
         return 2
-    plan = launchd.plan() if manager == "launchd" else systemd.plan(args.kind)
+    run_args, index_dir = _service_run_args(args)
+    plan = (
+        launchd.plan(run_args=run_args)
+        if manager == "launchd"
+        else systemd.plan(args.kind, run_args=run_args, index_dir=index_dir)
+    )
     if args.print:
         print(f"# {plan.path}\n{plan.text}")
         print("# then run:")
         for cmd in plan.commands:
             print(" ".join(cmd))
         return 0
+    if index_dir is not None and args.kind == "user":  # ReadWritePaths= needs it to exist
+        Path(index_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         install = launchd.install if manager == "launchd" else systemd.install
         left = install(plan, enable=not args.no_enable)
@@ -825,6 +934,7 @@ def _unexpected(exc: Exception, *, verbose: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the resume hint
     heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
     if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
         from codechunkd import logs

@@ -114,6 +114,32 @@ def test_range_checks() -> None:
         load_settings(env={"CODECHUNKD_CHUNKING_BUDGET": "10"})
 
 
+def test_a_misspelled_env_variable_gets_a_did_you_mean() -> None:
+    """``CODECHUNKD_EMBEDDING_BATCHSIZE`` is answered with the variable it was meant to be."""
+    with pytest.raises(ConfigError) as exc:
+        load_settings(env={"CODECHUNKD_EMBEDDING_BATCHSIZE": "8"})
+    assert "did you mean CODECHUNKD_EMBEDDING_BATCH_SIZE?" in str(exc.value)
+
+
+def test_out_of_range_and_enum_errors_name_the_config_file(tmp_path: Path) -> None:
+    """A value of config.toml out of bounds or outside its choices names that file; the same
+    value from the environment says so instead."""
+    cfg = tmp_path / "config.toml"
+    for table in (
+        "[embedding]\nbatch_size = 0\n",
+        '[embedding]\nbackend = "onxx"\n',
+        '[daemon]\nwatcher = "inotfy"\n',
+        "[embedding]\nmax_seq_length = 4096\n",
+    ):
+        cfg.write_text(table)
+        with pytest.raises(ConfigError) as exc:
+            load_settings(config=cfg, env={})
+        assert str(exc.value).endswith(f"(in {cfg})"), (table, str(exc.value))
+    with pytest.raises(ConfigError) as exc:
+        load_settings(config=cfg, env={"CODECHUNKD_EMBEDDING_MAX_SEQ_LENGTH": "1000"})
+    assert str(exc.value).endswith("(in environment)"), str(exc.value)
+
+
 def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:
     """A config file named explicitly but missing is an error, not silently skipped."""
     with pytest.raises(ConfigError, match="cannot read config file"):

@@ -128,6 +128,8 @@ def test_an_abandoned_batch_ends_the_process_and_the_next_start_repairs(
     timeout_s: str,
     code: int,
 ) -> None:
+    """A batch held past the shutdown is abandoned (the wait for it said first, with the way
+    out: a second Ctrl-C), the process ends with the lock, and the next start repairs it."""
     repo.write("app.py", "def serve_requests():\n    return 'first'\n")
     repo.write("lib/util.py", "def helper_util():\n    return 1\n")
     repo.commit("init")
@@ -138,11 +140,15 @@ def test_an_abandoned_batch_ends_the_process_and_the_next_start_repairs(
             d.proc.send_signal(signal.SIGTERM)
         else:
             d.proc.send_signal(signal.SIGINT)
-            wait_for(lambda: d.events("daemon_stopping"), "the first Ctrl-C heard")
+            wait_for(lambda: d.events("waiting_for_batch"), "the wait for the batch said")
             d.proc.send_signal(signal.SIGINT)
         assert d.stop(timeout=60) == code, d.log.read_text()[-3000:]
     finally:
         d.kill()
+    (waiting,) = d.events("waiting_for_batch")  # what the shutdown waits for, and the way out
+    assert waiting["repos"] == [str(repo.path)]
+    assert waiting["timeout_s"] == float(timeout_s)
+    assert "Ctrl-C again to stop now" in waiting["hint"]
     (abandoned,) = d.events("batch_abandoned")
     assert abandoned["forced"] is (code == 130)
     assert d.events("daemon_stopped")[-1]["abandoned"] is True

@@ -8,6 +8,7 @@ must serve status and search (marked partial) long before that, and a killed
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -140,6 +141,8 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
     _, err = first.communicate(timeout=scaled(60))
     assert first.returncode == 130, err
     assert "interrupted" in err and "run the same command again" in err, err
+    given = shlex.join(["codechunkd", "index", str(repo.path), "--index-dir", str(index_dir)])
+    assert f"(`{given} --json`)" in err, err  # the command as given: every option kept
     assert "Traceback" not in err
 
     second = _index(repo, index_dir)

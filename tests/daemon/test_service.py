@@ -288,3 +288,46 @@ def test_socket_search_reads_the_one_search_request(
             assert says in request(sock, {"cmd": "search", **doc}, timeout=30)["error"]
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_after_ready_status_keeps_the_last_real_batch_and_counts_no_idle_degraded_run(
+    repo: Repo, index_dir: Path
+) -> None:
+    """No-op reconciles after the first index leave status's last batch as that index's (its
+    files, its truncated chunks), and ``jobs.degraded_reconcile`` counts no run while no
+    source is degraded, though the job fires as often as the reconcile."""
+    from codechunkd.daemon.status import render_text
+
+    body = "".join(f"    value_{i} = compute_{i}(alpha, beta, gamma)\n" for i in range(30))
+    repo.write("long.py", f"def long_function(alpha, beta, gamma):\n{body}    return alpha\n")
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.commit("init")
+    overrides = {
+        "index.dir": str(index_dir),
+        "daemon.reconcile_interval_s": 0.2,
+        "daemon.degraded_reconcile_s": 0.2,
+        "daemon.nice": 0,
+    }
+    service = Service(load_settings(overrides=overrides), specs=[SourceSpec.parse(str(repo.path))])
+    seen: dict[str, Any] = {}
+
+    def drive() -> None:
+        wait_for(service.ready.is_set, "the first index")
+        assert service.upkeep is not None
+        wait_for(
+            lambda: sum(e["event"] == "sync_done" for e in logs) >= 4,
+            "no-op reconciles after the first index",
+        )
+        seen["doc"] = service.status()
+
+    with capture_logs() as logs:
+        assert run_service(service, drive) == 0
+    doc = seen["doc"]
+    (source,) = doc["sources"]
+    batch = source["last_batch"]
+    assert (batch["added"], batch["truncated"]) == (2, 1), batch
+    assert "1 chunk longer than the model's window" in render_text(doc)
+    jobs = doc["daemon"]["jobs"]
+    assert jobs["reconcile"]["runs"] >= 2, jobs
+    assert jobs["degraded_reconcile"]["runs"] == 0, jobs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import plistlib
 import shutil
 import socket
 import subprocess
@@ -122,3 +123,58 @@ def test_service_install_print_and_write(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         main(["service", "install", "--system", "--print"])
     assert "codechunkd@.service" in capsys.readouterr().out
+
+
+def _printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["service", "install", *argv, "--print"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_the_printed_unit_runs_with_the_given_index_and_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--index-dir` and `--config` reach the unit's ExecStart (absolute, quoted for systemd);
+    an index outside the unit's writable paths, named on the command line or by the config
+    file, gets a ReadWritePaths= line; systemd accepts the result; the launchd agent gets the
+    same arguments."""
+    index = tmp_path / "my index"
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[index]\ndir = "{tmp_path / "from-config"}"\n')
+    out = _printed(["--user", "--index-dir", str(index), "--config", str(cfg)], capsys)
+    start = next(x for x in out.splitlines() if x.startswith("ExecStart="))
+    assert start.endswith(f' run --index-dir "{index}" --config {cfg}'), start
+    assert f'ReadWritePaths="-{index}"' in out.splitlines()
+
+    out = _printed(["--user", "--config", str(cfg)], capsys)
+    assert f"ReadWritePaths=-{tmp_path / 'from-config'}" in out.splitlines()
+    assert "--index-dir" not in out
+
+    default = _printed(["--user"], capsys)  # the default index is writable already
+    assert default.count("ReadWritePaths=") == 1
+    assert next(x for x in default.splitlines() if x.startswith("ExecStart=")).endswith(" run")
+
+    system = _printed(["--system", "--index-dir", str(index)], capsys)
+    start = next(x for x in system.splitlines() if x.startswith("ExecStart="))
+    assert start.endswith(f' run --index-dir "{index}" --config /etc/codechunkd/%i.toml'), start
+
+    agent = _printed(
+        ["--manager", "launchd", "--index-dir", str(index), "--config", str(cfg)], capsys
+    )
+    plist = plistlib.loads(agent.split("\n", 1)[1].split("# then run:")[0].encode())
+    assert plist["ProgramArguments"][1:] == ["run", "--index-dir", str(index), "--config", str(cfg)]
+
+    if shutil.which("systemd-analyze") is not None:
+        unit = tmp_path / "codechunkd.service"
+        unit.write_text(
+            plan("user", EXE, run_args=["--index-dir", str(index)], index_dir=str(index)).text
+        )
+        done = subprocess.run(
+            ["systemd-analyze", "verify", "--user", str(unit)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr

@@ -20,7 +20,14 @@ from tree_sitter import Language, Parser
 
 from codechunkd.errors import UnsupportedLanguage
 
-__all__ = ["TEXT", "detect_language", "get_language", "get_parser", "has_grammar"]
+__all__ = [
+    "TEXT",
+    "detect_language",
+    "get_language",
+    "get_parser",
+    "has_grammar",
+    "known_languages",
+]
 
 TEXT = "text"
 """The language of files we know no grammar for: chunked by paragraphs, then lines."""
@@ -157,6 +164,13 @@ def detect_language(
     if lang is not None:
         return lang
     return TEXT
+
+
+def known_languages(extensions: Mapping[str, str] | None = None) -> frozenset[str]:
+    """Every language ``detect_language`` can name (with these ``extensions``): what a
+    search may filter on."""
+    tables = (_FILENAMES, _EXTENSIONS, _INTERPRETERS, extensions or {})
+    return frozenset({TEXT, "dockerfile", "make"}.union(*(t.values() for t in tables)))
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import tomllib
 import types
@@ -179,7 +180,9 @@ def read_env(env: Mapping[str, str]) -> dict[str, object]:
             continue
         key = by_env.get(name)
         if key is None:
-            raise ConfigError(f"unknown setting {name}", key=name, origin="environment")
+            close = difflib.get_close_matches(name, by_env, n=1)
+            guess = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"unknown setting {name}{guess}", key=name, origin="environment")
         flat[key] = value
     return flat
 
@@ -187,6 +190,7 @@ def read_env(env: Mapping[str, str]) -> dict[str, object]:
 def build(layers: list[tuple[str, Layer]]) -> Settings:
     """Apply layers (origin, values) over the defaults, then validate."""
     values: dict[str, dict[str, object]] = {s: {} for s in sections()}
+    origins: dict[str, str] = {}  # where each key's value came from: errors name the file
     for origin, layer in layers:
         for dotted, raw in layer.items():
             section, _, key = dotted.partition(".")
@@ -199,8 +203,14 @@ def build(layers: list[tuple[str, Layer]]) -> Settings:
                     origin=origin,
                 )
             values[section][key] = _coerce(dotted, kinds[key], raw, origin)
+            origins[dotted] = origin
     settings = Settings(**{name: cls(**values[name]) for name, cls in sections().items()})
-    validate(settings)
+    try:
+        validate(settings)
+    except ConfigError as exc:
+        if exc.origin is None and exc.key in origins:
+            raise ConfigError(str(exc), key=exc.key, origin=origins[exc.key]) from None
+        raise
     return settings
 
 

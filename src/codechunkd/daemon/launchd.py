@@ -21,6 +21,7 @@ import os
 import plistlib
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,13 @@ def log_path(home: Path | None = None) -> Path:
     )
 
 
-def agent(exe: str, *, home: Path | None = None) -> dict[str, Any]:
-    """The agent's property list (launchd.plist(5) keys only)."""
+def agent(exe: str, *, home: Path | None = None, run_args: Sequence[str] = ()) -> dict[str, Any]:
+    """The agent's property list (launchd.plist(5) keys only); ``run_args`` (``--index-dir``,
+    ``--config``) follow ``run``."""
     log = str(log_path(home))
     return {
         "Label": LABEL,
-        "ProgramArguments": [exe, "run"],
+        "ProgramArguments": [exe, "run", *run_args],
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": THROTTLE_S,
@@ -62,11 +64,17 @@ def agent(exe: str, *, home: Path | None = None) -> dict[str, Any]:
     }
 
 
-def render(exe: str, *, home: Path | None = None) -> str:
-    return plistlib.dumps(agent(exe, home=home), sort_keys=False).decode()
+def render(exe: str, *, home: Path | None = None, run_args: Sequence[str] = ()) -> str:
+    return plistlib.dumps(agent(exe, home=home, run_args=run_args), sort_keys=False).decode()
 
 
-def plan(exe: str | None = None, *, home: Path | None = None, uid: int | None = None) -> UnitPlan:
+def plan(
+    exe: str | None = None,
+    *,
+    home: Path | None = None,
+    uid: int | None = None,
+    run_args: Sequence[str] = (),
+) -> UnitPlan:
     """Where the agent goes and the launchctl commands that load it."""
     home = Path.home() if home is None else home
     uid = os.getuid() if uid is None else uid
@@ -75,7 +83,7 @@ def plan(exe: str | None = None, *, home: Path | None = None, uid: int | None = 
     return UnitPlan(
         name=f"{LABEL}.plist",
         path=path,
-        text=render(exe or own_executable(), home=home),
+        text=render(exe or own_executable(), home=home, run_args=run_args),
         commands=(
             ("launchctl", "bootout", f"{domain}/{LABEL}"),
             ("launchctl", "bootstrap", domain, str(path)),

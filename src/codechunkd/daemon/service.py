@@ -219,6 +219,11 @@ class LockedEmbedder:
         return True
 
 
+def _did_something(report: Mapping[str, Any]) -> bool:
+    """A sync report (``SyncReport.as_dict``) that changed rows or files."""
+    return any(report[k] for k in ("added", "changed", "deleted", "renamed", "chunks"))
+
+
 @dataclasses.dataclass(slots=True)
 class SourceRuntime:
     """What the daemon knows about one source (written by the writer, read by status)."""
@@ -472,6 +477,7 @@ class Service:
         abandoned = False
         if self.writer is not None:
             deadline = time.monotonic() + self.settings.daemon.shutdown_timeout_s
+            self._say_what_shutdown_waits_for()
             while self.writer.is_alive() and time.monotonic() < deadline:
                 if self.force_exit:
                     break
@@ -495,6 +501,17 @@ class Service:
             self.lock.release()
         log.info("daemon_stopped", abandoned=abandoned)
         return abandoned
+
+    def _say_what_shutdown_waits_for(self) -> None:
+        """Log the batch the shutdown waits for, how long, and that a second Ctrl-C ends it."""
+        busy = [rt.git.source.repo for rt in list(self.sources.values()) if rt.busy_since]
+        if busy and self.writer is not None and self.writer.is_alive():
+            log.warning(
+                "waiting_for_batch",
+                repos=busy,
+                timeout_s=self.settings.daemon.shutdown_timeout_s,
+                hint="press Ctrl-C again to stop now; the batch is redone at the next start",
+            )
 
     # -- sources ----------------------------------------------------------------
 
@@ -615,8 +632,10 @@ class Service:
         rt.retry_at = None
         rt.synced = True
         rt.indexed = (report.commit, report.branch)
-        rt.last_batch_at = self.clock()
         doc = report.as_dict()
+        if rt.last_batch is not None and not _did_something(doc):
+            return  # a reconcile that found nothing: the last batch stays the last real one
+        rt.last_batch_at = self.clock()
         rt.last_batch = {
             "trigger": level.name.lower(),
             "lag_ms": lag_ms,
@@ -633,6 +652,7 @@ class Service:
                     "seeded",
                     "seed_skipped",
                     "chunks",
+                    "truncated",
                 )
             },
             "seconds": doc["seconds"],
@@ -672,7 +692,9 @@ class Service:
     def _schedule(self, upkeep: Upkeep) -> None:
         d = self.settings.daemon
         upkeep.add("reconcile", d.reconcile_interval_s, self._reconcile_all)
-        upkeep.add("degraded_reconcile", d.degraded_reconcile_s, self._reconcile_degraded)
+        upkeep.add(
+            "degraded_reconcile", d.degraded_reconcile_s, self._reconcile_degraded, recorded=True
+        )
         upkeep.add(
             "compact", d.compact_interval_s, lambda: self.queue.submit(Task.COMPACT), recorded=True
         )
@@ -704,9 +726,12 @@ class Service:
             self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
 
     def _reconcile_degraded(self) -> None:
-        for rt in list(self.sources.values()):
-            if rt.watch is not None and rt.watch.degraded:
-                self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+        """Reconcile the degraded sources; a run is counted only when there was one."""
+        degraded = [rt for rt in self.sources.values() if rt.watch and rt.watch.degraded]
+        for rt in degraded:
+            self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+        if degraded and self.upkeep is not None:
+            self.upkeep.record("degraded_reconcile", None)
 
     def _unload_if_idle(self, idle: float | None = None) -> bool:
         if self.embedder is None:

@@ -137,6 +137,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             )
             if batch.get("seeded"):
                 what += f", {batch['seeded']} from the seed"
+            if batch.get("truncated"):
+                what += f"; {truncated_text(batch['truncated'])}"
             lines.append(
                 f"    pending {s.get('pending_paths', 0)} paths"
                 + (f" ({s['pending_level']})" if s.get("pending_level") else "")
@@ -173,6 +175,12 @@ def source_label(s: Mapping[str, Any]) -> str:
     if state and state not in ("ready", "indexing", label):
         label = f"{label}, {state}"
     return label
+
+
+def truncated_text(count: int) -> str:
+    """What ``truncated`` chunks are: longer than the model's window, embedded by their head."""
+    chunks = "chunk" if count == 1 else "chunks"
+    return f"{count:,} {chunks} longer than the model's window (only the head embedded)"
 
 
 def duration(seconds: float) -> str:

@@ -20,7 +20,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,19 +195,71 @@ def own_executable() -> str:
     return str(Path(found).resolve()) if found else DEFAULT_EXEC
 
 
-def render(kind: str, exe: str = DEFAULT_EXEC) -> str:
+#: What each unit may write under ``ProtectSystem=strict`` (``ReadWritePaths=``), with
+#: ``%h`` as the user's home: an index elsewhere gets a ``ReadWritePaths=`` line of its own.
+WRITABLE = {
+    "user": ("%h/.local/share/codechunkd", "%h/.local/state/codechunkd", "%h/.cache"),
+    "system": ("/var/lib/codechunkd", "/var/cache/codechunkd"),
+}
+
+
+def unit_word(arg: str, *, command: bool = True) -> str:
+    """One word of a unit's line: ``%`` (and, in a ``command``, ``$``) escaped, quoted when
+    it has spaces or quotes."""
+    arg = arg.replace("%", "%%")
+    if command:
+        arg = arg.replace("$", "$$")
+    if any(c.isspace() or c in "\"'\\;" for c in arg):
+        arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return arg
+
+
+def writable_by_default(kind: str, path: str, home: Path | None = None) -> bool:
+    """Whether ``path`` is inside what the ``kind`` unit may write anyway."""
+    home_dir = str(Path.home() if home is None else home)
+    roots = [Path(r.replace("%h", home_dir)) for r in WRITABLE[kind]]
+    return any(Path(path).is_relative_to(r) for r in roots)
+
+
+def render(
+    kind: str,
+    exe: str = DEFAULT_EXEC,
+    *,
+    run_args: Sequence[str] = (),
+    index_dir: str | None = None,
+) -> str:
+    """The unit: ``run_args`` (``--index-dir``, ``--config``) follow ``run`` in ``ExecStart=``,
+    and a local ``index_dir`` the unit could not write is added to ``ReadWritePaths=``."""
     template = USER_UNIT if kind == "user" else SYSTEM_UNIT
-    return template.replace("{exec}", exe)
+    if kind == "system" and "--config" in run_args:  # one settings file instead of %i's
+        template = template.replace(" --config /etc/codechunkd/%i.toml", "")
+    text = template.replace("{exec}", exe)
+    if run_args:
+        start = f"ExecStart={exe} run"
+        text = text.replace(start, " ".join([start, *map(unit_word, run_args)]), 1)
+    if index_dir is not None and not writable_by_default(kind, index_dir):
+        line = next(x for x in text.splitlines() if x.startswith("ReadWritePaths="))
+        text = text.replace(
+            line, f"{line}\nReadWritePaths={unit_word('-' + index_dir, command=False)}", 1
+        )
+    return text
 
 
-def plan(kind: str, exe: str | None = None) -> UnitPlan:
+def plan(
+    kind: str,
+    exe: str | None = None,
+    *,
+    run_args: Sequence[str] = (),
+    index_dir: str | None = None,
+) -> UnitPlan:
     exe = exe or own_executable()
+    text = render(kind, exe, run_args=run_args, index_dir=index_dir)
     if kind == "user":
         base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
         return UnitPlan(
             name="codechunkd.service",
             path=Path(base) / "systemd" / "user" / "codechunkd.service",
-            text=render("user", exe),
+            text=text,
             commands=(
                 ("systemctl", "--user", "daemon-reload"),
                 ("systemctl", "--user", "enable", "--now", "codechunkd.service"),
@@ -216,7 +268,7 @@ def plan(kind: str, exe: str | None = None) -> UnitPlan:
     return UnitPlan(
         name="codechunkd@.service",
         path=Path("/etc/systemd/system/codechunkd@.service"),
-        text=render("system", exe),
+        text=text,
         commands=(
             ("useradd", "--system", "--home-dir", "/var/lib/codechunkd", "codechunkd"),
             ("systemctl", "daemon-reload"),
