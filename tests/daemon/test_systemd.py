@@ -8,10 +8,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import scaled
 
 from codechunkd.cli import main
 from codechunkd.daemon.systemd import Notifier, plan, render
@@ -42,6 +44,23 @@ def test_notifier_speaks_the_protocol(notify_socket: socket.socket) -> None:
     assert notify_socket.recv(4096) == b"WATCHDOG=1"
     n.stopping()
     assert notify_socket.recv(4096).startswith(b"STOPPING=1")
+
+
+def test_a_reader_that_is_behind_never_blocks_the_notifier(tmp_path: Path) -> None:
+    """A notify socket nobody reads fills after ~10 datagrams: later messages are dropped
+    (``notify`` says False) instead of blocking the daemon's main loop on a send."""
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as unread:
+        unread.bind(str(path))
+        n = Notifier({"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "1000000"})
+        sent: list[bool] = []
+        pinger = threading.Thread(
+            target=lambda: sent.extend(n.notify("WATCHDOG=1") for _ in range(100))
+        )
+        pinger.start()
+        pinger.join(scaled(10))
+        assert not pinger.is_alive(), f"notify blocked after {len(sent)} messages"
+        assert sent[0] and not sent[-1]
 
 
 def test_notifier_is_a_no_op_without_a_socket() -> None:

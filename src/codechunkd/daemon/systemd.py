@@ -60,7 +60,9 @@ class Notifier:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:  # not inherited (PEP 446)
                 s.connect(self.address)
-                s.sendall(message.encode())
+                # never blocks: a reader that is behind (its queue holds ~10 datagrams) loses
+                # this message rather than stopping the daemon's main loop on a send
+                s.send(message.encode(), socket.MSG_DONTWAIT)
         except OSError as exc:
             log.debug("sd_notify_failed", error=str(exc))
             return False
