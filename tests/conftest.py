@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -109,7 +110,8 @@ OUTLIVES_TEST: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
 
 @pytest.fixture(autouse=True)
 def _no_child_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every subprocess a test starts has ended when it ends, in every outcome.
+    """Every subprocess a test starts (from code under ``tests/``) has ended when it ends,
+    in every outcome.
 
     A test that fails halfway (a wait that timed out, say) leaves its children running
     otherwise, and their ``Popen`` objects, collected during some later test, fail that
@@ -120,10 +122,15 @@ def _no_child_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """
     started: list[subprocess.Popen[Any]] = []
     init = subprocess.Popen.__init__
+    tests = str(Path(__file__).parent)
 
     def tracked(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        started.append(self)
+        caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_code.co_filename == subprocess.__file__:
+            caller = caller.f_back  # through subprocess.run and friends
+        if caller.f_code.co_filename.startswith(tests):  # not a child codechunkd itself keeps
+            started.append(self)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", tracked)
     yield
@@ -137,7 +144,8 @@ def _no_child_left_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             p.wait(timeout=30)
         for pipe in (p.stdin, p.stdout, p.stderr):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError, ValueError):  # unflushed input to the dead
+                    pipe.close()
     assert not left, f"subprocesses left running: {[p.args for p in left]}"
 
 

@@ -244,8 +244,12 @@ def test_server_stopped_mid_sync_fails_clearly_and_the_next_sync_repairs(
     is back the next sync brings the index to the new commit with every row right."""
     repo.write("a.py", "def alpha():\n    return 1\n")
     old = repo.commit("init")
+    prefix = _prefix()
+    # a short retry budget while the server is stopped (the sync fails in seconds); the
+    # default one once it is back, as a user's next run has (a busy machine's restarted
+    # server may take longer than 2 s to answer its first writes)
     settings: Settings = own_server.settings(
-        _prefix(),
+        prefix,
         **{"index.batch_files": 1, "object_store.retries": 1, "object_store.retry_timeout_s": 2},
     )
     ix = Indexer(settings, embedder)
@@ -266,6 +270,7 @@ def test_server_stopped_mid_sync_fails_clearly_and_the_next_sync_repairs(
     finally:
         ix.close()
     own_server.start()
+    settings = own_server.settings(prefix, **{"index.batch_files": 1})
     ix = Indexer(settings, embedder)
     try:
         source = GitSource(repo.path).source.id

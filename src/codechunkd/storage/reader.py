@@ -11,7 +11,7 @@ same directory, from any number of processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
@@ -94,8 +94,10 @@ class Index:
         kind: str | None = None,
         context: bool = False,
         stale: bool = False,
+        disable: Sequence[str] = (),
     ) -> list[Hit]:
-        """Hybrid (default), vector or full-text search with filters (see ``SearchRequest``)."""
+        """Hybrid (default), vector or full-text search with filters (see ``SearchRequest``);
+        ``disable`` names ranking rules to switch off (``ranking.RULES``)."""
         return self.run(
             SearchRequest(
                 query=query,
@@ -109,6 +111,7 @@ class Index:
                 kind=kind,
                 context=context,
                 stale=stale,
+                disable=tuple(disable),
             )
         )
 
@@ -117,7 +120,12 @@ class Index:
         mode = Mode(request.mode)
         vector = self.embedder.embed([request.query])[0] if mode is not Mode.TEXT else None
         hits = self.searcher.search(
-            request.query, vector, k=request.k, filters=request.filters(), mode=mode
+            request.query,
+            vector,
+            k=request.k,
+            filters=request.filters(),
+            mode=mode,
+            disable=frozenset(request.disable),
         )
         if request.context:
             hits = self.searcher.with_context(hits)

@@ -102,6 +102,8 @@ class SearchRequest:
     """Add the signatures of the enclosing chunks (class, module) to each hit."""
     stale: bool = False
     """Flag hits whose file on disk no longer matches the indexed blob."""
+    disable: tuple[str, ...] = ()
+    """Ranking rules to switch off, by name (``storage.ranking.RULES``): for benches."""
 
     def __post_init__(self) -> None:
         _check_length("query", self.query, MAX_QUERY_CHARS)
@@ -135,6 +137,23 @@ class SearchRequest:
                 raise ConfigError(
                     f"{key} must be true or false, got {shown(getattr(self, key))}", key=key
                 )
+        self._check_disable()
+
+    def _check_disable(self) -> None:
+        from codechunkd.storage.ranking import RULES
+
+        names: object = self.disable  # from JSON: anything
+        if isinstance(names, str) or not isinstance(names, list | tuple):
+            raise ConfigError(
+                f"disable must be a list of rule names, got {shown(names)}", key="disable"
+            )
+        unknown = [n for n in names if n not in RULES]
+        if unknown:
+            raise ConfigError(
+                f"unknown ranking rule {shown(unknown[0])} (known: {', '.join(RULES)})",
+                key="disable",
+            )
+        object.__setattr__(self, "disable", tuple(names))
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> SearchRequest:

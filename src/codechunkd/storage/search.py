@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from codechunkd.storage import ranking
 from codechunkd.storage.store import IndexStore, code_words, quote
 
 RRF_K = 60
@@ -55,6 +56,28 @@ splits code 0.640 -> 0.647 and 0.561 -> 0.589, doc 0.692 -> 0.705 and 0.634 -> 0
 ~10% more search time (docs/operations.md, Measured)."""
 SYMBOL_EXACT_BOOST = 1.0
 SYMBOL_PREFIX_BOOST = 0.02
+SYMBOL_IN_SENTENCE_BOOST = 0.5
+"""Added to a definition whose name a sentence mentions as code (:func:`code_names`)."""
+_NAME = re.compile(
+    r"`([^`\s]{2,80})`|\b([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*)"
+)
+
+
+def code_names(text: str) -> list[str]:
+    """The words of a sentence written as code: in backticks, or with an underscore, an
+    inner capital (``HelpFormatter``, ``getUserName``), a dot or ``::`` between names."""
+    out: list[str] = []
+    for quoted, word in _NAME.findall(text):
+        name = (quoted or word).strip("()")
+        if not re.fullmatch(r"[A-Za-z_][\w.:]*", name):
+            continue
+        coded = bool(quoted) or "_" in name.strip("_") or "." in name or "::" in name
+        coded = coded or bool(re.search(r"[a-z][A-Z]", name)) or name.startswith("_")
+        if coded and len(name) > 2 and name not in out:
+            out.append(name)
+    return out
+
+
 GLUE_KINDS = frozenset({"module", "block"})
 """Chunk kinds that hold code around definitions rather than a definition."""
 GLUE_WEIGHT = 0.8
@@ -374,7 +397,10 @@ class Searcher:
         mode: Mode = Mode.HYBRID,
         merge: bool = True,
         headers: bool = False,
+        disable: frozenset[str] = frozenset(),
     ) -> list[Hit]:
+        """The best ``k`` hits; ``disable`` names ranking rules to switch off
+        (``ranking.RULES``: a bench measures each one's worth so)."""
         if not self.store.has_chunks():
             return []
         named = (filters or Filters()).where()
@@ -408,21 +434,29 @@ class Searcher:
         code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
-        for ranking, weight in ranked:
-            for rank, row in enumerate(ranking):
+        for retrieved, weight in ranked:
+            for rank, row in enumerate(retrieved):
                 scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
-        prose = PROSE_WEIGHT if code_question else 1.0
+        prose = PROSE_WEIGHT if code_question and "prose" not in disable else 1.0
+        glue = "glue" not in disable
         for rid, row in rows.items():
-            scores[rid] *= hit_weight(row, prose)
-        for rid, boost in self._symbol_boosts(text, named).items():  # a named class: its header
-            if rid in rows or boost >= SYMBOL_EXACT_BOOST:
+            scores[rid] *= (
+                hit_weight(row, prose) if glue or row["language"] in PROSE_LANGUAGES else 1.0
+            )
+        boosts = {} if "symbol" in disable else self._symbol_boosts(text, named)
+        if "symbol_in_query" not in disable:
+            for rid, boost in self._named_in_sentence(text, named).items():
+                boosts.setdefault(rid, boost)
+        for rid, boost in boosts.items():  # a named class: its header
+            if rid in rows or boost >= SYMBOL_IN_SENTENCE_BOOST:  # a definition neither found
                 scores[rid] = scores.get(rid, 0.0) + boost
         missing = [rid for rid in scores if rid not in rows]
         for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
             rows[row["id"]] = row
-        order = sorted((rid for rid in scores if rid in rows), key=lambda r: -scores[r])
-        hits = _rows_to_hits([rows[r] for r in order], scores)
+        candidates = {rid: rows[rid] for rid in scores if rid in rows}
+        final = ranking.adjust(candidates, scores, text, disable)
+        hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
         if merge:
             hits = merge_adjacent(hits)
         return hits[:k]
@@ -448,6 +482,23 @@ class Searcher:
             for r in prefix:
                 boosts.setdefault(r["id"], SYMBOL_PREFIX_BOOST)
         return boosts
+
+    def _named_in_sentence(self, text: str, where: str | None) -> dict[str, float]:
+        """Definitions of the code names a sentence mentions (``HelpFormatter``,
+        ``parse_args``, ``Context.invoke``, anything in backticks): each gets
+        :data:`SYMBOL_IN_SENTENCE_BOOST`, half a named symbol's."""
+        if re.fullmatch(r"\s*[A-Za-z_][\w.:]*\s*", text):
+            return {}  # the whole query is a name: _symbol_boosts answers it
+        names = code_names(text)[:3]
+        if not names:
+            return {}
+        conds = []
+        for name in names:
+            last = re.split(r"[.:]+", name)[-1]
+            conds.append(f"symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}")
+        cond = "(" + " OR ".join(f"({c})" for c in conds) + ")"
+        rows = self.store.select(" AND ".join(x for x in (cond, where) if x), ["id"], limit=50)
+        return {r["id"]: SYMBOL_IN_SENTENCE_BOOST for r in rows}
 
     # -- enrichments -----------------------------------------------------------
 

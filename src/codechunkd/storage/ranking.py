@@ -1,0 +1,84 @@
+"""The ranking stage after fusion: small named rules, each a factor on a hit's fused score.
+
+``Searcher.search`` fuses the two retrievers' rankings, then asks :func:`adjust` for the
+final scores of the candidates. Each rule has a name in :data:`RULES`; a search request can
+switch rules off by name (``disable``), so a bench measures each rule's worth alone
+(``bench/questions.py --ablate``). The rules here look at a hit's path and at the other
+hits; the older rules that look at a chunk's kind and language (glue code, prose) and at
+its symbol live in ``storage/search.py`` and are switched off by the same names.
+
+- ``test_prior``: a chunk of a test file (``tests/``, ``test_*.py``, ``*_test.go``,
+  ``*.spec.ts``, …) weighs :data:`TEST_WEIGHT` unless the query speaks of tests: a
+  question about what the code does is answered by the code, not by the test that calls it.
+- ``file_saturation``: in score order, each further chunk of a file already ranked weighs
+  :data:`SATURATION` times the one before, so one file's many similar chunks give way to
+  other files' best ones (the top 10 covers more files).
+
+Each rule multiplies scores by factors of at most 1, and ties are broken by id: the same
+query on the same index gives the same order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+RULES = ("glue", "prose", "symbol", "symbol_in_query", "test_prior", "file_saturation")
+"""The names a search can switch off: ``glue``, ``prose``, ``symbol`` and
+``symbol_in_query`` are the fusion's rules in ``storage/search.py``; the others are this
+module's."""
+
+TEST_WEIGHT = 0.5
+"""Factor on a test file's chunk when the query does not ask about tests."""
+SATURATION = 0.5
+"""Factor on each further chunk of a file, compounded: the second chunk of a file in the
+ranking weighs 0.5, the third 0.25, …"""
+
+_TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|testing|__tests__|spec|specs|testdata)/"
+    r"|(?:^|/)test_[^/]*$|_tests?\.[^/]+$|\.(?:test|spec)\.[^/]+$|(?:^|/)conftest\.py$"
+    r"|Tests?\.(?:java|kt|cs|scala)$",
+)
+_ASKS_FOR_TESTS = re.compile(
+    r"\b(?:tests?|testing|tested|unittests?|spec|specs|fixtures?|mock\w*)\b", re.I
+)
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` is a test file: under a test folder or named as tests are."""
+    return bool(_TEST_PATH.search(path))
+
+
+def asks_for_tests(query: str) -> bool:
+    """Whether a query speaks of tests, fixtures or mocks."""
+    return bool(_ASKS_FOR_TESTS.search(query))
+
+
+def adjust(
+    rows: Mapping[str, Mapping[str, Any]],
+    scores: Mapping[str, float],
+    query: str,
+    disabled: Collection[str] = (),
+) -> dict[str, float]:
+    """The final scores of the candidates ``rows`` (id -> row with ``path``, ``source``),
+    from their fused ``scores``, with this module's rules that are not ``disabled``."""
+    out = {rid: scores[rid] for rid in rows}
+    if "test_prior" not in disabled and not asks_for_tests(query):
+        for rid, row in rows.items():
+            if is_test_path(row["path"]):
+                out[rid] *= TEST_WEIGHT
+    if "file_saturation" not in disabled:
+        seen: dict[tuple[str, str], int] = {}
+        for rid in ordered(out):
+            row = rows[rid]
+            key = (row.get("source", ""), row["path"])
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            out[rid] *= SATURATION**n
+    return out
+
+
+def ordered(scores: Mapping[str, float]) -> list[str]:
+    """Ids by score, best first, ties by id (a stable, repeatable order)."""
+    return sorted(scores, key=lambda rid: (-scores[rid], rid))

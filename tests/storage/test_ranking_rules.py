@@ -1,0 +1,145 @@
+"""The ranking stage's rules (storage/ranking.py and the symbol rules of search.py), each
+on a real index with the real model, and each shown to change the order when switched off
+by name."""
+
+from __future__ import annotations
+
+import pytest
+from tests.conftest import Indexer, Repo
+
+from codechunkd.config import load_settings
+from codechunkd.errors import ConfigError
+from codechunkd.storage import ranking
+from codechunkd.storage.reader import Index
+from codechunkd.storage.search import code_names
+
+CART = """\
+def apply_discount(cart, code):
+    rate = DISCOUNTS.get(code, 0)
+    for line in cart.lines:
+        line.price = line.price * (1 - rate)
+    return cart
+"""
+
+CART_TEST = """\
+def test_apply_discount_to_the_cart():
+    cart = make_cart(prices=[10, 20])
+    apply_discount(cart, "SAVE10")
+    assert [line.price for line in cart.lines] == [9, 18]
+"""
+
+INVOICE = "".join(
+    f"""
+def invoice_sales_tax_{n}(invoice):
+    total = sum(line.amount for line in invoice.lines)
+    return round(total * invoice.tax_rate, 2)
+"""
+    for n in range(3)
+)
+
+TAX = """\
+def tax_of_an_order(order):
+    return sum(item.amount * order.rate for item in order.items)
+"""
+
+FILLER = "".join(
+    f"""
+def where_widget_{n}_is_defined():
+    \"\"\"Tells where the widget number {n} is defined: widgets are defined in many places.\"\"\"
+    return WIDGET_PLACES[{n}]
+"""
+    for n in range(130)
+)
+
+ZORB = """\
+class ZorbWidget:
+    \"\"\"Reads comma-separated rows from a spreadsheet export and totals each column.\"\"\"
+
+    def read_rows(self, stream):
+        reader = csv.reader(stream, delimiter=",")
+        header = next(reader)
+        return [dict(zip(header, row)) for row in reader]
+
+    def column_totals(self, rows):
+        totals = {}
+        for row in rows:
+            for key, value in row.items():
+                totals[key] = totals.get(key, 0.0) + float(value or 0)
+        return totals
+"""
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("rules")
+    repo = Repo(root / "repo")
+    repo.write("shop/cart.py", CART)
+    repo.write("tests/test_cart.py", CART_TEST)
+    repo.write("billing/invoice.py", INVOICE)
+    repo.write("billing/tax.py", TAX)
+    repo.write("ui/places.py", FILLER)
+    repo.write("ui/zorb.py", ZORB)
+    repo.commit("shop")
+    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    return Index(ix.store, settings, embedder)
+
+
+def test_a_test_file_ranks_below_the_code_it_tests_for_a_code_question(index: Index) -> None:
+    """``test_prior``: the test that calls ``apply_discount`` says the query's words as well
+    as the function does; the function comes first, the test weighs half, and a question
+    about tests leaves it be."""
+    query = "apply a discount code to the cart"
+    on = index.search(query, k=5, disable=["file_saturation"])
+    off = index.search(query, k=5, disable=["file_saturation", "test_prior"])
+    assert on[0].path == "shop/cart.py", [h.path for h in on]
+    test_on = next(h for h in on if h.path == "tests/test_cart.py")
+    test_off = next(h for h in off if h.path == "tests/test_cart.py")
+    assert test_on.score == pytest.approx(test_off.score * ranking.TEST_WEIGHT, abs=1e-5)
+    asked = index.search("the test of apply discount on the cart", k=5, disable=["test_prior"])
+    same = index.search("the test of apply discount on the cart", k=5)
+    assert [h.id for h in asked] == [h.id for h in same]  # the rule stays out of it
+
+
+def test_a_files_third_chunk_gives_way_to_another_files_first(index: Index) -> None:
+    """``file_saturation``: three near-identical chunks of one file no longer fill the top
+    before another file's best chunk."""
+    query = "compute the sales tax of an invoice"
+    off = [h.path for h in index.search(query, k=4, disable=["file_saturation"])]
+    assert off[:3] == ["billing/invoice.py"] * 3, off  # the setup: one file fills the top
+    on = [h.path for h in index.search(query, k=4)]
+    assert on.index("billing/tax.py") < 2, on
+    assert on.count("billing/invoice.py") >= 2  # still there, further down
+
+
+def test_a_name_in_a_sentence_finds_its_definition_though_the_retriever_missed_it(
+    index: Index,
+) -> None:
+    """``symbol_in_query``: a question naming ``ZorbWidget`` is answered by the class that
+    defines it, found through the symbol column, though the vector ranking (130 chunks
+    about where widgets are defined; the class reads spreadsheet rows) does not rank it in
+    the top 10."""
+    query = "where are the widget places defined, like ZorbWidget"
+    off = index.search(query, k=10, mode="vector", disable=["symbol_in_query"])
+    assert all(h.path != "ui/zorb.py" for h in off), [h.path for h in off]
+    on = index.search(query, k=10, mode="vector")
+    assert (on[0].path, on[0].symbol) == ("ui/zorb.py", "ZorbWidget")
+
+
+def test_code_names_are_the_words_written_as_code() -> None:
+    """Backticks, underscores, inner capitals, dots and ``::`` make a word a name."""
+    assert code_names("where is HelpFormatter defined") == ["HelpFormatter"]
+    assert code_names("how does `run` call parse_args") == ["run", "parse_args"]
+    assert code_names("What does Foo::bar do with Context.invoke") == ["Foo::bar", "Context.invoke"]
+    assert code_names("How are requests retried when the server fails") == []
+
+
+def test_ranking_is_repeatable_and_rules_are_named(index: Index) -> None:
+    """The same query gives the same order (ties by id); an unknown rule name is an error."""
+    query = "where widgets are defined"
+    first = [h.id for h in index.search(query, k=20)]
+    assert first == [h.id for h in index.search(query, k=20)]
+    with pytest.raises(ConfigError, match="unknown ranking rule 'no_such_rule'"):
+        index.search(query, disable=["no_such_rule"])
