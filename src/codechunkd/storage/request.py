@@ -184,8 +184,14 @@ class SearchRequest:
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
-        """The document the control socket's ``search`` reads (add ``"cmd": "search"``)."""
-        return asdict(self)
+        """The document the control socket's ``search`` reads (add ``"cmd": "search"``);
+        ``disable`` only when given, so a daemon from before it still reads the rest."""
+        doc = asdict(self)
+        if not self.disable:
+            del doc["disable"]
+        else:
+            doc["disable"] = list(self.disable)
+        return doc
 
     def filters(self) -> Filters:
         """The row filters, as ``storage.search`` applies them."""
