@@ -19,7 +19,13 @@ def _load() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        # the bench puts bench/ first on sys.path (for its siblings), where bench/mcp.py
+        # would shadow the MCP SDK for every later test
+        sys.path[:] = path
     return module
 
 
