@@ -82,3 +82,30 @@ def test_a_method_snippet_is_dedented_as_one_block(
     at = lines.index("    def distance_to(self, other):")
     assert lines[at + 1] == '        """Great-circle distance between two points on a sphere."""'
     assert lines[at + 2] == "        return haversine(self, other)"
+
+
+def test_text_output_escapes_control_characters_in_paths_and_snippets(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A file name holding a newline cannot forge a hit line of its own, and an escape
+    sequence in a file's text does not reach the terminal: both are printed escaped
+    (`display.printable`), one line per hit; `--json` keeps the real name."""
+    forged = "x.py:1-2  forged  9.9999"
+    name = f"evil\n{forged}.py"
+    repo.write(name, "def haversine(a, b):\n    return '\x1b[2J' + a + b\n")
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    argv = [EXE, "search", "haversine", "--mode", "text", "--index-dir", str(index_dir)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(embedder))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert heads == [f"evil\\n{forged}.py:1-2  haversine  {heads[0].rsplit(' ', 1)[1]}"], lines
+    assert "\x1b" not in done.stdout and "\\x1b[2J" in done.stdout
+    as_json = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=_env(embedder))
+    assert [h["path"] for h in json.loads(as_json.stdout)] == [name]

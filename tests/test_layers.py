@@ -4,7 +4,8 @@ cli -> daemon -> pipeline -> storage -> {git, chunking, embedding, llm} -> confi
 The four stage packages share a rank; among them only the edges in STAGE_EDGES are
 allowed (the token counter reads the embedding model's tokenizer; extractive
 summaries read chunks).  The modules at the top of the package (errors, types,
-heap, logs, httpclient, platform, atomicfile, procs) sit below everything and import no layer.
+heap, logs, httpclient, platform, atomicfile, procs, display) sit below everything and
+import no layer.
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ RANK = {
     "cli": 5,
     "mcp_server": 5,
 }
-BASE = {"errors", "types", "heap", "logs", "httpclient", "platform", "atomicfile", "procs"}
+BASE = {
+    "errors",
+    "types",
+    "heap",
+    "logs",
+    "httpclient",
+    "platform",
+    "atomicfile",
+    "procs",
+    "display",
+}
 STAGE_EDGES = {("chunking", "embedding"), ("llm", "chunking"), ("cli", "mcp_server")}
 
 

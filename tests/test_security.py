@@ -331,7 +331,7 @@ def test_read_commands_refuse_a_missing_or_non_index_dir(
     empty.mkdir()
     for where, says in [
         (tmp_path / "typo", "no index at"),
-        (Path("/etc/passwd"), "is not a directory"),
+        (Path("/etc/passwd"), "is a file, not an index directory"),
         (empty, "is not a codechunkd index"),
     ]:
         done = run_cli(command, *extra, "--index-dir", str(where))

@@ -277,19 +277,23 @@ class _ProgressBar:
 def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Namespace) -> bool:
     """The no-op fast path: state.json already reflects the source (no LanceDB import)."""
     from codechunkd.embedding.embedder import make_embedder
-    from codechunkd.pipeline.sync import SyncReport, fingerprint, up_to_date
+    from codechunkd.git.changes import Matcher
+    from codechunkd.pipeline.sync import SyncReport, fingerprint, fresh_changes, standing_skips
     from codechunkd.storage.store import read_state_file
 
     doc = read_state_file(paths.state_file) or {}
     entry = next((s for s in doc.get("sources", []) if s["source"] == git.source.id), None)
     model_id = make_embedder(settings.embedding).model_id
-    if entry is None or not up_to_date(git, entry, fingerprint(settings, model_id)):
+    changes = fresh_changes(git, entry, fingerprint(settings, model_id)) if entry else None
+    if entry is None or changes is None:
         return False
     report = SyncReport(
         repo=git.source.repo,
         branch=entry["branch"],
         commit=entry["commit"],
         unchanged=entry["files"],
+        # what is still unreadable or refused is said by every run, this one too
+        skipped=standing_skips(changes, Matcher(settings.files.include, settings.files.exclude)),
     )
     _print_report(report, args)
     return True
@@ -344,6 +348,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
     git = _git_source(args.path, args.ref)
     paths = IndexPaths.of(settings)
+    paths.make_local()  # a file where the index should be is said as such, not as damage
     if not args.rebuild:
         _refuse_damaged(paths)
     _refuse_a_writer(paths)  # exit 5 while the daemon runs, fresh or not
@@ -394,6 +399,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _print_report(report: Any, args: argparse.Namespace) -> None:
+    from codechunkd.display import printable
+
     doc = report.as_dict()
     if args.json:
         _print_json(doc)
@@ -401,7 +408,7 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped.items())) or "none"
     commit = (report.commit or "unborn")[:10]
     print(
-        f"indexed {report.repo} ({report.branch} @ {commit})\n"
+        f"indexed {printable(report.repo)} ({printable(report.branch)} @ {commit})\n"
         f"  files: {report.added} added, {report.changed} changed, {report.deleted} deleted, "
         f"{report.renamed} renamed, {report.unchanged} unchanged\n"
         f"  chunks: {report.chunks} written, {report.embedded} embedded, "
@@ -415,6 +422,11 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
         print(f"  truncated: {truncated_text(report.truncated)}")
     if report.seed_skipped:
         print(f"  seed skipped: {report.seed_skipped}")
+    if report.seed_refused:
+        print(
+            f"  seed vectors refused: {report.seed_refused} (not finite or all zeros: "
+            "embedded here instead)"
+        )
 
 
 def cmd_model(args: argparse.Namespace) -> int:
@@ -459,8 +471,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(
             f"MISMATCH: {report.repo}: {len(report.missing)} rows missing, "
             f"{len(report.extra)} extra, {len(report.stale_files)} stale files, "
-            f"{report.duplicate_ids} duplicate ids"
+            f"{report.duplicate_ids} duplicate ids, {report.unusable_vectors} unusable vectors"
         )
+        if report.unusable_vectors:
+            print("  unusable vectors (NaN or all zeros): `codechunkd index --rebuild` embeds them")
         for path in report.stale_files[:20]:
             print(f"  stale: {path}")
         for p, start, end, _, _ in report.missing[:20]:
@@ -650,7 +664,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
+    """One line per hit, then its snippet indented: every path, symbol and line of text
+    through ``display.printable``, so a file name or a chunk holding a newline or an
+    escape sequence can neither forge a hit line nor drive the terminal."""
     from codechunkd.chunking.snippet import dedent
+    from codechunkd.display import printable
 
     if not hits:
         print("no results")
@@ -667,13 +685,13 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
 
     for h in hits:
         flag = "  [stale]" if h.get("stale") else ""
-        where = f"{h['path']}:{h['start_line']}-{h['end_line']}"
-        print(f"{where}  {h['symbol'] or '-'}  {h['score']:.4f}{flag}")
+        where = f"{printable(h['path'])}:{h['start_line']}-{h['end_line']}"
+        print(f"{where}  {printable(h['symbol'] or '-')}  {h['score']:.4f}{flag}")
         for ctx in h.get("context") or ():
-            print(f"    in: {ctx.splitlines()[0][:110]}")
+            print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")
         snippet = [line for line in dedent(h["content"]).splitlines() if line.strip()][:4]
         for line in snippet:
-            print(f"    {mark(line[:120])}")
+            print(f"    {mark(printable(line[:120], keep_tab=True))}")
 
 
 # -- status ---------------------------------------------------------------------

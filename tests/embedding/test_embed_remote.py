@@ -363,3 +363,32 @@ def test_retry_after_forms() -> None:
     assert retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now) == 10.0
     assert retry_after("soon", now) is None
     assert retry_after(None, now) is None
+
+
+def _answer(vectors: list[list[float]], model: str = MODEL) -> Action:
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    body = json.dumps(
+        {"object": "list", "model": model, "data": data}
+    ).encode()  # NaN: as Python writes it
+    return Action(kind="status", status=200, body=body)
+
+
+def test_unusable_vectors_are_asked_again_then_an_error(server: EmbeddingServer) -> None:
+    """An answer holding a NaN, an infinity (a number past float32) or an all-zero vector is
+    never returned: the request is sent again, and when the server keeps answering so, the
+    error says which vectors were unusable (nothing reaches the cache or the index)."""
+    good = hash_vector("a", 8)
+    server.script.append(_answer([[float("nan"), *good[1:]]]))
+    vectors = RemoteEmbedder(remote(server.url), backoff=0.001).embed(["a"])
+    np.testing.assert_allclose(vectors, expected(["a"]), atol=1e-6)
+    assert len(server.seen) == 2
+
+    server.script.extend([_answer([[0.0] * 8, [1e39, *good[1:]]])] * 2)
+    with pytest.raises(
+        EmbeddingError,
+        match=r"failed 2 times, last: returned unusable vectors "
+        r"for 2 of 2 texts \(1 not finite, 1 zero length\)",
+    ):
+        RemoteEmbedder(remote(server.url, retries=1, concurrency=1), backoff=0.001).embed(
+            ["a", "b"]
+        )

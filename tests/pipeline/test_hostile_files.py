@@ -157,3 +157,155 @@ def test_unreadable_files_are_counted_skips_and_retried(repo: Repo, index_dir: P
     assert any(h["path"] == "b.py" for h in json.loads(hits.stdout)), hits.stdout
     checked = _cli("verify", *where)
     assert checked.returncode == 0 and json.loads(checked.stdout)["ok"], checked.stdout
+
+
+# -- issue #28 item 1: a file name that is not UTF-8 -------------------------------------
+
+BAD = os.fsdecode(b"bad_\xff.py")  # what the OS and pygit2 hand over: 'bad_\udcff.py'
+BAD_UNTRACKED = os.fsdecode(b"new_\xfe.py")
+
+
+def _with_bad_names(repo: Repo) -> None:
+    """A committed file and an untracked one whose names are not UTF-8, beside good files."""
+    repo.write("good.py", "def good():\n    return 1\n")
+    (repo.path / BAD).write_text("def bad():\n    return 2\n")
+    repo.commit()
+    (repo.path / BAD_UNTRACKED).write_text("def new():\n    return 3\n")
+
+
+def test_a_file_name_that_is_not_utf8_is_a_counted_skip(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A committed `bad_\\xff.py` and an untracked `new_\\xfe.py` are skipped as
+    `name_not_utf8` (a full sync, then an incremental one after a commit, and a per-path
+    event sync as the daemon runs them); every other file is indexed and verify is clean."""
+    _with_bad_names(repo)
+    report = indexer.sync(repo.path)
+    assert report.skipped == {"name_not_utf8": 2}
+    manifest = indexer.store.manifest(GitSource(repo.path).source.id)
+    assert set(manifest) == {"good.py"}
+    assert indexer.store.state(GitSource(repo.path).source.id).pending is None
+
+    repo.write("more.py", "def more():\n    return 4\n")
+    repo.commit()  # adds the untracked one too: both bad names are committed now
+    report = indexer.sync(repo.path)
+    assert report.skipped == {"name_not_utf8": 2}
+    assert report.added == 1
+    assert set(indexer.store.manifest(GitSource(repo.path).source.id)) == {"good.py", "more.py"}
+
+    (repo.path / BAD).write_text("def bad():\n    return 5\n")
+    report = indexer.sync(repo.path, paths=[BAD, "good.py"])  # a file event, as the daemon
+    assert report.skipped == {"name_not_utf8": 1}
+    assert verify(settings, indexer.store, GitSource(repo.path)).ok
+
+
+def test_a_file_name_that_is_not_utf8_in_a_ref_source(repo: Repo, indexer: Indexer) -> None:
+    """A bare mirror's ref (no working tree) with such a name: the same skip."""
+    _with_bad_names(repo)
+    bare = repo.path.parent / "mirror.git"
+    repo.git("clone", "-q", "--bare", str(repo.path), str(bare))
+    report = indexer.syncer.sync(GitSource(bare, ref="main"))
+    assert report.skipped == {"name_not_utf8": 1}
+    assert report.chunks >= 1
+
+
+def test_an_index_stuck_on_a_name_that_is_not_utf8_recovers(repo: Repo, index_dir: Path) -> None:
+    """`codechunkd index` exits 0 with the skip in its report (the CLI path, and the
+    no-op path of a second run); an index left interrupted (state pending, as every run
+    of an older codechunkd left it) is whole after the next run."""
+    _with_bad_names(repo)
+    where = [str(repo.path), "--index-dir", str(index_dir), "--json"]
+    done = _cli("index", *where)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["skipped"] == {"name_not_utf8": 2}
+    again = _cli("index", *where)  # nothing changed: the fast path says it again
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["skipped"] == {"name_not_utf8": 2}
+
+    from dataclasses import replace
+
+    from codechunkd.storage.store import IndexStore
+
+    store = IndexStore(str(index_dir), state_file=index_dir / "_codechunkd" / "state.json")
+    source = GitSource(repo.path).source.id
+    state = store.state(source)
+    assert state is not None
+    store.put_state(replace(state, pending=state.commit))  # interrupted
+    done = _cli("index", *where)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["full"] is True
+    assert store.state(source).pending is None  # type: ignore[union-attr]
+    hits = _cli("search", "good", "--mode", "text", "--index-dir", str(index_dir), "--json")
+    assert hits.returncode == 0 and any(h["path"] == "good.py" for h in json.loads(hits.stdout))
+
+
+# -- issue #28 item 8: FIFOs, unreadable directories, files that stay unreadable ---------
+
+
+def test_a_fifo_is_a_counted_skip_on_every_run(repo: Repo, indexer: Indexer) -> None:
+    """An untracked FIFO, and a committed file replaced by one, are `not_a_file` skips in
+    every sync that looks at the working tree (libgit2's status never mentions the first);
+    the replaced file's rows go, and nothing blocks."""
+    repo.write("app.py", "def main():\n    return 1\n")
+    repo.write("was_file.py", "def gone():\n    return 2\n")
+    repo.commit()
+    os.mkfifo(repo.path / "pipe.py")
+    assert indexer.sync(repo.path).skipped == {"not_a_file": 1}
+    (repo.path / "was_file.py").unlink()
+    os.mkfifo(repo.path / "was_file.py")
+    report = indexer.sync(repo.path)
+    assert report.skipped == {"not_a_file": 2}
+    assert report.deleted == 1
+    repo.write("app.py", "def main():\n    return 3\n")
+    assert indexer.sync(repo.path).skipped == {"not_a_file": 2}  # and again, incrementally
+
+
+@pytest.mark.slow
+def test_unreadable_directories_and_files_are_reported_by_every_run(
+    repo: Repo, index_dir: Path
+) -> None:
+    """An untracked directory that cannot be listed is an `unreadable` skip (libgit2 passes
+    over it in silence), beside two unreadable files; a second run, with nothing changed,
+    reports all three again instead of nothing."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.write("b.py", "def bravo():\n    return 2\n")
+    repo.commit()
+    repo.write("c.py", "def charlie():\n    return 3\n")
+    repo.write("private/d.py", "def delta():\n    return 4\n")
+    for name in ("b.py", "c.py", "private"):
+        (repo.path / name).chmod(0)
+    where = [str(repo.path), "--index-dir", str(index_dir), "--json"]
+    try:
+        first = _cli("index", *where, privileged=False)
+        second = _cli("index", *where, privileged=False)
+    finally:
+        (repo.path / "private").chmod(0o755)
+    for done in (first, second):
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["skipped"] == {"unreadable": 3}, done.stdout
+    assert '"path": "private/"' in first.stderr
+
+
+def test_refused_paths_follow_the_include_and_exclude_globs() -> None:
+    """A refused file is counted only when the settings would index it; a directory that
+    cannot be listed is counted unless an exclude glob names it (include globs name files)."""
+    from codechunkd.git.changes import FileVersion, Matcher
+    from codechunkd.pipeline.sync import standing_skip
+
+    matcher = Matcher(include=["*.py"], exclude=["build/*"])
+    fifo = FileVersion(path="pipe.py", blob=None, refused="not_a_file")
+    assert standing_skip(fifo, matcher) == "not_a_file"
+    assert (
+        standing_skip(FileVersion(path="pipe.txt", blob=None, refused="not_a_file"), matcher)
+        is None
+    )
+    assert standing_skip(FileVersion(path="private/", blob=None, refused="unreadable"), matcher)
+    assert (
+        standing_skip(FileVersion(path="build/x/", blob=None, refused="unreadable"), matcher)
+        is None
+    )
+    assert (
+        standing_skip(FileVersion(path="a.py", blob=UNREADABLE, dirty=True), matcher)
+        == "unreadable"
+    )
+    assert standing_skip(FileVersion(path="a.py", blob="1" * 40), matcher) is None

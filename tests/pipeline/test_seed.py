@@ -142,19 +142,52 @@ def _other_model(path: Path) -> None:
     IndexStore(str(path)).ensure_writable("acme/other-model", 384)
 
 
+def _seed_table(path: Path, schema: pa.Schema) -> None:
+    from codechunkd.storage._lancedb import import_lancedb
+
+    import_lancedb().connect(str(path)).create_table(S.CHUNKS, schema=schema)
+
+
+def _version_not_a_number(path: Path) -> None:
+    """A ``chunks`` table whose schema version is not an integer."""
+    schema = S.chunks_schema(384, "sentence-transformers/all-MiniLM-L6-v2")
+    _seed_table(
+        path, pa.schema(schema, metadata={**(schema.metadata or {}), S.META_VERSION: b"1a"})
+    )
+
+
+def _missing_columns(path: Path) -> None:
+    """Schema version 1, without the summary columns a lookup reads."""
+    schema = S.chunks_schema(384, "sentence-transformers/all-MiniLM-L6-v2")
+    keep = [f for f in schema if f.name not in ("summary", "summary_of")]
+    _seed_table(path, pa.schema(keep, metadata=schema.metadata))
+
+
+def _vector_of_strings(path: Path) -> None:
+    """Schema version 1 whose ``vector`` column is not a list of floats."""
+    schema = S.chunks_schema(384, "sentence-transformers/all-MiniLM-L6-v2")
+    fields = [pa.field("vector", pa.string()) if f.name == "vector" else f for f in schema]
+    _seed_table(path, pa.schema(fields, metadata=schema.metadata))
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
         (None, "no index at"),
         (_other_model, "acme/other-model"),
         (_older_schema, "schema version 0"),
+        (_version_not_a_number, "schema version '1a', which is not a number"),
+        (_missing_columns, "lacks its columns summary_of, summary"),
+        (_vector_of_strings, "vector column of type string"),
     ],
 )
 def test_unusable_seed_is_reported_and_skipped(  # type: ignore[no-untyped-def]
     make, reason: str, repo: Repo, tmp_path: Path, embedder
 ) -> None:
-    """A missing, other-model or older-schema seed is reported in the sync report and
-    skipped: every chunk is embedded here and the missing path is not created."""
+    """A missing, other-model or older-schema seed, or one whose schema version is not a
+    number, that lacks columns or whose vectors are not floats, is reported in the sync report
+    (saying what is wrong) and skipped: every chunk is embedded here and the missing path is
+    not created."""
     seed = tmp_path / "seed"
     if make is not None:
         make(seed)
@@ -215,3 +248,107 @@ def test_index_command_takes_seed_flag(scenario: Scenario, tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     assert f"{scenario.report.seeded} from the seed" in out.stdout
     assert f"{scenario.report.embedded} embedded" in out.stdout
+
+
+# -- issue #28 item 3: a seed's vectors are checked before the cache keeps them ---------
+
+
+def _poison(seed: Path, value: float) -> int:
+    """Every vector of the seed's ``chunks`` set to ``value`` (NaN or 0.0), written with
+    Lance itself (LanceDB refuses to write a NaN); returns the rows."""
+    import lance
+    import numpy as np
+
+    uri = str(seed / f"{S.CHUNKS}.lance")
+    ds = lance.dataset(uri)
+    table = ds.to_table()
+    field = ds.schema.field("vector")
+    dim = field.type.list_size
+    values = pa.array(np.full(table.num_rows * dim, value, dtype=np.float32))
+    table = table.set_column(
+        table.schema.get_field_index("vector"),
+        field,
+        pa.FixedSizeListArray.from_arrays(values, dim),
+    )
+    lance.write_dataset(table.replace_schema_metadata(ds.schema.metadata), uri, mode="overwrite")
+    return int(table.num_rows)
+
+
+@pytest.mark.parametrize("value", [float("nan"), 0.0], ids=["nan", "zeros"])
+def test_unusable_seed_vectors_are_refused_and_counted(  # type: ignore[no-untyped-def]
+    value: float, repo: Repo, tmp_path: Path, embedder
+) -> None:
+    """A seed of the right model and dimension whose vectors are NaN or all zeros: each is
+    refused before the cache keeps it (`seed_refused`), its chunk is embedded here, the index
+    is written, and a later `--rebuild`-style sync without the seed reuses only good vectors."""
+    repo.write("a.py", "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n")
+    repo.commit()
+    seed = Indexer(_settings(tmp_path / "seed"), embedder)
+    try:
+        seed.sync(repo.path)
+    finally:
+        seed.close()
+    rows = _poison(tmp_path / "seed", value)
+
+    ix = Indexer(_settings(tmp_path / "index", **{"index.seed": str(tmp_path / "seed")}), embedder)
+    try:
+        report = ix.sync(repo.path)
+        assert (report.seeded, report.seed_refused) == (0, rows)
+        assert report.embedded == report.chunks == rows
+        assert report.seed_skipped is None and report.as_dict()["seed_refused"] == rows
+        ix.store.remove_source(ix.syncer.store.states()[0].source.id)
+        again = ix.sync(repo.path)
+        assert (again.reused, again.embedded) == (again.chunks, 0)  # the good ones, cached
+        from codechunkd.git.changes import GitSource
+
+        assert ix.store.unusable_vectors(GitSource(repo.path).source.id) == 0
+    finally:
+        ix.close()
+
+
+@pytest.mark.slow
+def test_rebuild_recovers_from_unusable_vectors_in_the_cache_and_the_table(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """What a poisoned seed left behind before vectors were checked: NaN vectors in
+    `cache.sqlite` and all-zero vectors in the table. `verify` reports the zero rows (exit 1),
+    and `index --rebuild` embeds every chunk again instead of failing on the cached NaNs
+    (exit 4 before), after which `verify` is clean and vector search finds the code."""
+    import json
+    import sqlite3
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    exe = str(Path(sys.executable).parent / "codechunkd")
+    ix = tmp_path / "ix"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [exe, *args, "--index-dir", str(ix)], capture_output=True, text=True, check=False
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    repo.write("a.py", "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n")
+    repo.commit()
+    assert run("index", str(repo.path)).returncode == 0
+    rows = _poison(ix, 0.0)
+    db = sqlite3.connect(ix / "_codechunkd" / "cache.sqlite")
+    with db:
+        db.execute(
+            "UPDATE embeddings SET vector = ?", (np.full(384, np.nan, np.float32).tobytes(),)
+        )
+    db.close()
+
+    checked = run("verify", str(repo.path), "--json")
+    assert checked.returncode == 1 and json.loads(checked.stdout)["unusable_vectors"] == rows
+
+    rebuilt = run("index", str(repo.path), "--rebuild", "--json")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["embedded"] == rows
+    checked = run("verify", str(repo.path), "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["unusable_vectors"] == 0
+    found = run("search", "add two numbers", "--mode", "vector", "--json")
+    assert found.returncode == 0 and json.loads(found.stdout), found.stderr

@@ -36,3 +36,35 @@ def test_either_cache_creates_the_whole_file(first: type, tmp_path: Path) -> Non
     embeddings = EmbeddingCache(path, max_entries=10)
     assert embeddings.stats().entries == 0
     embeddings.close()
+
+
+def test_unusable_vectors_never_go_in_nor_come_out(tmp_path: Path) -> None:
+    """`put_many` refuses NaN, infinite and all-zero vectors (and says how many); one already
+    in the file (an older codechunkd kept it from a poisoned seed) is not returned by
+    `get_many` but deleted, so its chunk is embedded again."""
+    import numpy as np
+
+    path = tmp_path / "cache.sqlite"
+    cache = EmbeddingCache(path, max_entries=100)
+    try:
+        good = np.full(4, 0.5, dtype=np.float32)
+        nan = np.array([np.nan, 0, 0, 1], dtype=np.float32)
+        inf = np.array([np.inf, 0, 0, 1], dtype=np.float32)
+        zero = np.zeros(4, dtype=np.float32)
+        refused = cache.put_many("m", {"good": good, "nan": nan, "inf": inf, "zero": zero})
+        assert refused == 3
+        assert cache.stats().entries == 1
+        db = sqlite3.connect(path)
+        with db:  # planted behind the cache's back, as an older version wrote them
+            db.executemany(
+                "INSERT INTO embeddings (model, key, vector, last_used) VALUES ('m', ?, ?, 0)",
+                [("old-nan", nan.tobytes()), ("old-zero", zero.tobytes())],
+            )
+        db.close()
+        found = cache.get_many("m", ["good", "old-nan", "old-zero"], 4)
+        assert list(found) == ["good"]
+        np.testing.assert_array_equal(found["good"], good)
+        assert cache.dropped == 2
+        assert cache.stats().entries == 1  # deleted, not just skipped
+    finally:
+        cache.close()

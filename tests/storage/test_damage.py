@@ -39,6 +39,16 @@ def _overwrite_manifest(ix: Path) -> None:
     _latest_manifest(ix / "chunks.lance").write_bytes(b"garbage\n")
 
 
+def _truncate_manifest(ix: Path) -> None:
+    manifest = _latest_manifest(ix / "chunks.lance")
+    manifest.write_bytes(manifest.read_bytes()[:60])
+
+
+def _zero_manifest(ix: Path) -> None:
+    manifest = _latest_manifest(ix / "chunks.lance")
+    manifest.write_bytes(bytes(manifest.stat().st_size))
+
+
 def _lose_versions(ix: Path) -> None:
     shutil.rmtree(ix / "chunks.lance" / "_versions")
 
@@ -68,6 +78,14 @@ CASES: dict[str, tuple[Callable[[Path], None], dict[str, int | None]]] = {
     "overwritten manifest": (
         _overwrite_manifest,
         {"search": DAMAGED, "verify": DAMAGED, "status": DAMAGED, "index": DAMAGED},
+    ),
+    "truncated manifest": (  # issue #28: LanceDB's "file size is too small", exit 4 before
+        _truncate_manifest,
+        {"search": DAMAGED, "verify": DAMAGED, "status": None, "index": DAMAGED},
+    ),
+    "zeroed manifest": (  # read as a table without columns: "schema version 0", exit 4 before
+        _zero_manifest,
+        {"search": DAMAGED, "verify": DAMAGED, "status": None, "index": DAMAGED},
     ),
     "no _versions": (
         _lose_versions,
@@ -175,3 +193,36 @@ def test_a_full_cache_is_a_store_error_and_the_next_write_works(tmp_path: Path) 
         assert cache.stats().entries == 200
     finally:
         cache.close()
+
+
+def test_an_index_dir_that_is_a_file_or_cannot_be_made_is_said_so(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """`--index-dir` naming a regular file: every command says it is a file, not an index
+    directory (exit 4, one line), `index --rebuild` too (it failed with "unexpected: [Errno
+    20]"), and the file is left alone; a path where no directory can be made (under a file,
+    under /proc) says that, not "unexpected: [Errno 2]"."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit()
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    for args in (
+        ("index", str(repo.path)),
+        ("index", str(repo.path), "--rebuild"),
+        ("search", "alpha"),
+        ("verify", str(repo.path)),
+    ):
+        done = _run(*args, index=afile)
+        _one_line_error(done)
+        assert done.returncode == StoreError.exit_code, (args, done.stderr)
+        assert f"{afile} is a file, not an index directory" in done.stderr, (args, done.stderr)
+    assert afile.read_text() == "mine\n"
+
+    for where, says in (
+        (afile / "sub", f"cannot make the index directory {afile / 'sub'}: {afile} is a file"),
+        (Path("/proc/codechunkd-none/idx"), "cannot make the index directory /proc/"),
+    ):
+        done = _run("index", str(repo.path), index=where)
+        _one_line_error(done)
+        assert done.returncode == StoreError.exit_code, done.stderr
+        assert says in done.stderr and "unexpected" not in done.stderr, done.stderr

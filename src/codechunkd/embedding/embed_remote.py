@@ -11,7 +11,9 @@ least what a ``Retry-After`` header asks; any other 4xx fails at once.
 The server must answer with the configured model and one vector per text of the
 index's dimension (``embedding.remote_dimension``, or the first answer's): an
 answer that differs raises :class:`EndpointMismatch` instead of writing vectors
-of another model into the index.  Vectors are L2-normalised here, whatever the
+of another model into the index.  A vector that is not finite or is all zeros is
+never kept: the request is retried as a failed one is, then fails with an
+``EmbeddingError`` saying so.  Vectors are L2-normalised here, whatever the
 server does.  The model id (the embedding cache key) is ``remote:<model>``.
 
 The API key is read from the environment variable named by
@@ -25,6 +27,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.embedding.base import Vectors, normalize
+from codechunkd.embedding.base import Vectors, normalize, vector_problems
 from codechunkd.errors import ConfigError, EmbeddingError
 from codechunkd.httpclient import (
     Retryable,
@@ -165,8 +168,8 @@ class RemoteEmbedder:
         payload = json.dumps(
             {"model": self._settings.remote_model, "input": batch, "encoding_format": "float"}
         ).encode()
-        answer = retrying(
-            lambda: self._post(payload),
+        return retrying(
+            lambda: self._vectors(self._post(payload), len(batch)),
             retries=self._settings.retries,
             delay=self._delay,
             stop=self._stop,
@@ -177,7 +180,6 @@ class RemoteEmbedder:
             event="embedding_retry",
             url=self._shown,
         )
-        return self._vectors(answer, len(batch))
 
     def _delay(self, attempt: int, asked: float | None) -> float:
         return backoff(attempt, asked, base=self._backoff, limit=self._max_delay)
@@ -215,7 +217,8 @@ class RemoteEmbedder:
             )
         rows = sorted(data, key=lambda d: int(d.get("index", 0)))
         try:
-            vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)
+            with np.errstate(over="ignore"):  # a value past float32's range: inf, refused below
+                vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)
         except (KeyError, TypeError, ValueError):
             widths = sorted({len(r.get("embedding") or ()) for r in rows})
             raise EndpointMismatch(
@@ -228,6 +231,13 @@ class RemoteEmbedder:
                 self._dim = int(vectors.shape[1])
         if vectors.shape[1] != self._dim:
             raise EndpointMismatch("dimension", self._dim, int(vectors.shape[1]), self._shown)
+        problems = vector_problems(vectors, self._dim)
+        if problems:  # asked again (a glitch may pass); persisting, an EmbeddingError
+            counts = Counter(problems.values())
+            what = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
+            raise Retryable(
+                f"returned unusable vectors for {len(problems)} of {count} texts ({what})"
+            )
         return normalize(vectors)
 
 

@@ -13,6 +13,15 @@ the path should not be indexed).  Candidates come from a tree-to-tree diff
 between the indexed commit and HEAD plus the working tree's status, or, for a
 full reconcile, from every file of HEAD.  The caller compares candidates with
 what it has stored, so applying a change set twice changes nothing.
+
+What can never be indexed is decided here too, and said: a path that exists but
+is *refused* (``FileVersion.refused``) has no blob and a reason the caller counts
+as a skip.  A name that is not valid UTF-8 (git stores bytes; every column of the
+index is a UTF-8 string) is refused wherever it comes from: HEAD's tree, a diff,
+the working tree's status or a file event.  In the working tree, a FIFO, socket or
+device file and a directory that cannot be listed are refused as well: libgit2's
+status passes over both in silence, so one walk of the tree (ignored directories
+and nested repositories pruned, no symlink followed) finds them.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +39,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode, FileStatus, ObjectType
 
+from codechunkd.display import printable
 from codechunkd.errors import NotAGitRepo, RefNotFound, RepoError
 from codechunkd.git import worktree
 from codechunkd.types import BlobId, CommitId, SourceId
@@ -38,12 +49,33 @@ _LINK = int(FileMode.LINK)
 _TREE = int(FileMode.TREE)
 _IGNORED = FileStatus.IGNORED
 _UNCHANGED = FileStatus.CURRENT
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: The blob of a working-tree file that exists but cannot be read (git's null id, which
 #: ``git diff --raw`` also shows for a working-tree side it did not hash): recorded with
 #: the skip reason ``unreadable``, it matches no content, so the file is read again once
 #: its content can be hashed.
 UNREADABLE: BlobId = "0" * 40
+
+#: Skip reasons of refused paths (``FileVersion.refused``), and what each means.
+NAME_NOT_UTF8 = "name_not_utf8"
+NOT_A_FILE = "not_a_file"
+REFUSED_UNREADABLE = "unreadable"
+REFUSALS = {
+    NAME_NOT_UTF8: "file name is not valid UTF-8",
+    NOT_A_FILE: "not a regular file (a FIFO, socket or device)",
+    REFUSED_UNREADABLE: "directory cannot be read",
+}
+
+
+def name_problem(path: str) -> str | None:
+    """``NAME_NOT_UTF8`` when ``path`` is not valid UTF-8 (the OS and pygit2 hand such a
+    name over with surrogate escapes, which no column of the index can hold), else None."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return NAME_NOT_UTF8
+    return None
 
 
 class SourceKind(StrEnum):
@@ -90,6 +122,14 @@ class FileVersion:
     entry: Entry = Entry.FILE
     dirty: bool = False
     """True when this version is working-tree content that differs from HEAD."""
+    refused: str | None = None
+    """Why a path that exists is never indexed (``REFUSALS``; ``blob`` is then None): a
+    name that is not UTF-8, a FIFO or device, a directory that cannot be read."""
+
+    @property
+    def shown(self) -> str:
+        """The path as it may be printed or logged (``display.printable``)."""
+        return printable(self.path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,7 +158,11 @@ class Matcher:
     def __call__(self, path: str) -> bool:
         if self.include and not any(fnmatch.fnmatchcase(path, p) for p in self.include):
             return False
-        return not any(fnmatch.fnmatchcase(path, p) for p in self.exclude)
+        return not self.excludes(path)
+
+    def excludes(self, path: str) -> bool:
+        """True when an exclude glob matches ``path`` (whatever the includes say)."""
+        return any(fnmatch.fnmatchcase(path, p) for p in self.exclude)
 
 
 class GitSource:
@@ -226,8 +270,15 @@ class GitSource:
                 pass
             else:
                 if e.filemode != _TREE:
-                    return FileVersion(path=path, blob=str(e.id), entry=self._entry(e.filemode))
+                    return self._version(path, str(e.id), e.filemode)
         return FileVersion(path=path, blob=None)
+
+    def _version(self, path: str, blob: str, mode: int) -> FileVersion:
+        """A file of a tree, or its refusal when its name cannot be indexed."""
+        refused = name_problem(path)
+        if refused is not None:
+            return FileVersion(path=path, blob=None, refused=refused)
+        return FileVersion(path=path, blob=blob, entry=self._entry(mode))
 
     def _worktree_version(self, path: str, head_tree: pygit2.Tree | None) -> FileVersion:
         """The working tree's version of a path (the caller knows it may differ from HEAD).
@@ -238,6 +289,14 @@ class GitSource:
         """
         assert self.repo.workdir is not None
         root = self.source.repo
+        refused = name_problem(path)
+        if refused is not None:  # never read, never dirty: such a path is in no state
+            try:
+                worktree.lstat(root, path)
+            except OSError as exc:
+                if worktree.is_absent(exc):
+                    return FileVersion(path=path, blob=None)
+            return FileVersion(path=path, blob=None, refused=refused)
         try:
             st = worktree.lstat(root, path)
             if stat.S_ISLNK(st.st_mode):
@@ -249,9 +308,13 @@ class GitSource:
                 entry = Entry.FILE
             else:  # a directory (submodule checkout, or file -> directory), a FIFO, a socket
                 head = self._tree_version(head_tree, path)
-                if head.entry is Entry.SUBMODULE and stat.S_ISDIR(st.st_mode):
-                    return head
-                return FileVersion(path=path, blob=None, dirty=True)
+                if stat.S_ISDIR(st.st_mode):
+                    if head.entry is Entry.SUBMODULE:
+                        return head
+                    return FileVersion(path=path, blob=None, dirty=True)
+                return FileVersion(
+                    path=path, blob=None, dirty=head.blob is not None, refused=NOT_A_FILE
+                )
         except OSError as exc:
             if worktree.is_absent(exc):
                 return FileVersion(path=path, blob=None, dirty=True)
@@ -259,15 +322,18 @@ class GitSource:
         head = self._tree_version(head_tree, path)
         return FileVersion(path=path, blob=blob, entry=entry, dirty=blob != head.blob)
 
-    def _status(self) -> dict[str, int]:
-        """Working-tree paths that differ from HEAD (untracked included, ignored not)."""
+    def _status(self) -> tuple[dict[str, int], dict[str, str]]:
+        """(working-tree paths that differ from HEAD, untracked included, ignored not;
+        what the walk of the tree refused: path -> reason, see ``_scan``)."""
         try:
             status = self.repo.status(untracked_files="all", ignored=False)
         except (pygit2.GitError, OSError):  # e.g. one tracked file cannot be opened
-            status = self._status_by_path()
-        return {p: f for p, f in status.items() if f not in (_IGNORED, _UNCHANGED)}
+            status, refused = self._status_by_path()
+        else:
+            refused = self._scan(None)[1]
+        return {p: f for p, f in status.items() if f not in (_IGNORED, _UNCHANGED)}, refused
 
-    def _status_by_path(self) -> dict[str, int]:
+    def _status_by_path(self) -> tuple[dict[str, int], dict[str, str]]:
         """``status()`` one path at a time, for when one file makes the whole call fail.
 
         libgit2 gives up on the first tracked file it cannot open; here such a
@@ -281,40 +347,71 @@ class GitSource:
                 paths.update(p for p, _, _ in self._walk(tree))
         except (pygit2.GitError, OSError) as exc:
             raise RepoError(f"git status failed in {self.source.repo}: {exc}") from exc
-        paths.update(self._untracked(paths))
+        untracked, refused = self._scan(paths)
+        paths.update(untracked)
         out: dict[str, int] = {}
         for path in paths:
             try:
                 out[path] = repo.status_file(path)
             except KeyError:  # neither tracked nor in the working tree
                 continue
-            except (pygit2.GitError, OSError):
+            except (pygit2.GitError, OSError, ValueError):  # ValueError: a name not UTF-8
                 out[path] = int(FileStatus.WT_MODIFIED)
-        return out
+        return out, refused
 
-    def _untracked(self, tracked: set[str]) -> Iterator[str]:
-        """Files of the working tree that git does not track or ignore (no symlink followed)."""
+    def _scan(self, tracked: set[str] | None) -> tuple[list[str], dict[str, str]]:
+        """One walk of the working tree: (the files git neither tracks nor ignores, when
+        ``tracked`` is given; what cannot be indexed and git's status does not mention:
+        path -> reason).
+
+        No symlink is followed; ``.git``, nested repositories and ignored directories are
+        not entered.  Refused, unless git ignores them: a file whose name is not UTF-8,
+        tracked or not (``NAME_NOT_UTF8``: found here by every run, not only by those
+        that list HEAD's files), a FIFO, socket or device file (``NOT_A_FILE``), and a
+        directory that cannot be listed (``unreadable``, its path ending in ``/``).  Costs
+        about what libgit2's own status walk costs.
+        """
         root = self.source.repo
-        for top, dirs, files in os.walk(root):
-            rel = os.path.relpath(top, root)
-            prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            dirs[:] = [
-                d
-                for d in dirs
-                if d != ".git"
-                and not os.path.lexists(os.path.join(top, d, ".git"))  # nested repository
-                and not self.is_ignored(f"{prefix}{d}/")
-            ]
-            for name in files:
-                path = prefix + name
-                if path not in tracked and not self.is_ignored(path):
-                    yield path
+        untracked: list[str] = []
+        refused: dict[str, str] = {}
+        stack = [("", False)]  # (directory, its name is not UTF-8)
+        while stack:
+            prefix, bad_prefix = stack.pop()
+            try:
+                entries = os.scandir(os.path.join(root, prefix) if prefix else root)
+            except OSError as exc:
+                if prefix and not worktree.is_absent(exc):
+                    refused[prefix] = REFUSED_UNREADABLE
+                continue
+            with entries:
+                for e in entries:
+                    path = prefix + e.name
+                    bad = bad_prefix or (not e.name.isascii() and name_problem(e.name) is not None)
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            if e.name == ".git" or os.path.lexists(os.path.join(e.path, ".git")):
+                                continue  # the repository's own, or a nested repository
+                            if not self.is_ignored(f"{path}/"):
+                                stack.append((f"{path}/", bad))
+                            continue
+                        regular = e.is_file(follow_symlinks=False) or e.is_symlink()
+                    except OSError:
+                        continue  # gone since the directory was listed
+                    if bad or not regular:
+                        if not self.is_ignored(path):
+                            refused[path] = NAME_NOT_UTF8 if bad else NOT_A_FILE
+                    elif tracked is not None and path not in tracked and not self.is_ignored(path):
+                        untracked.append(path)
+        return untracked, refused
 
     def is_ignored(self, path: str) -> bool:
         try:
             return bool(self.repo.path_is_ignored(path))
         except pygit2.GitError:
             return False
+        except UnicodeEncodeError:  # a name not UTF-8: pygit2 takes str only; the
+            # patterns are matched against it with U+FFFD for each byte that is not UTF-8
+            return self.is_ignored(_SURROGATE.sub("\ufffd", path))
 
     def versions_of(self, paths: Iterable[str]) -> tuple[Head, list[FileVersion]]:
         """Current versions of a few paths, from the working tree (the per-event path).
@@ -331,7 +428,8 @@ class GitSource:
                 continue
             version = self._worktree_version(path, tree)
             tracked = self._tree_version(tree, path).blob is not None
-            if version.blob is not None and not tracked and self.is_ignored(path):
+            there = version.blob is not None or version.refused is not None
+            if there and not tracked and self.is_ignored(path):
                 version = FileVersion(path=path, blob=None, dirty=False)
             out.append(version)
         return head, out
@@ -348,13 +446,13 @@ class GitSource:
         tree = self._tree(head.commit)
         old_tree = self._tree(since)
         full = full or (since is not None and old_tree is None) or since is None
-        status = self._status() if self.is_worktree else {}
+        status, refused = self._status() if self.is_worktree else ({}, {})
 
         versions: dict[str, FileVersion] = {}
         if full:
             if tree is not None:
                 for path, blob, mode in self._walk(tree):
-                    versions[path] = FileVersion(path=path, blob=blob, entry=self._entry(mode))
+                    versions[path] = self._version(path, blob, mode)
         else:
             candidates: set[str] = set(since_dirty)
             if since != head.commit:
@@ -372,6 +470,19 @@ class GitSource:
         dirty: dict[str, BlobId | None] = {}
         for path in status:
             version = self._worktree_version(path, tree)
+            versions[path] = version
+            if version.dirty:
+                dirty[path] = version.blob
+        for path, reason in refused.items():
+            if path in versions:
+                continue
+            if path.endswith("/"):  # a directory: said once, by what inside it is unreadable
+                if not any(
+                    p.startswith(path) and v.blob == UNREADABLE for p, v in versions.items()
+                ):
+                    versions[path] = FileVersion(path=path, blob=None, refused=reason)
+                continue
+            version = self._worktree_version(path, tree)  # a FIFO: gone, or tracked?
             versions[path] = version
             if version.dirty:
                 dirty[path] = version.blob

@@ -248,6 +248,7 @@ def _merge(into: SyncReport, part: SyncReport) -> None:
     into.embedded += part.embedded
     into.reused += part.reused
     into.seeded += part.seeded
+    into.seed_refused += part.seed_refused
     into.replaced_utf8 += part.replaced_utf8
     into.truncated += part.truncated
     into.skipped.update(part.skipped)

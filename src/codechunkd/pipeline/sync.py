@@ -29,8 +29,17 @@ import structlog
 from codechunkd.chunking.chunker import CHUNKER_VERSION, Chunk, content_hash
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
+from codechunkd.embedding.base import vector_problems
 from codechunkd.embedding.embedder import Embedder
-from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Matcher
+from codechunkd.errors import EmbeddingError
+from codechunkd.git.changes import (
+    REFUSALS,
+    UNREADABLE,
+    ChangeSet,
+    FileVersion,
+    GitSource,
+    Matcher,
+)
 from codechunkd.git.files import read_raw
 from codechunkd.git.recency import recent_paths
 from codechunkd.heap import release_freed_memory
@@ -67,6 +76,9 @@ class SyncReport:
     seed_skipped: str | None = None
     """Why the seed was not used (unreadable, older schema, other model); None: it was, or
     none is set."""
+    seed_refused: int = 0
+    """Vectors the seed offered that were refused (not finite, all zeros, null): their
+    chunks were embedded here instead."""
     chunks: int = 0
     """Chunks written."""
     skipped: Counter[str] = field(default_factory=Counter)
@@ -91,6 +103,7 @@ class SyncReport:
             "reused": self.reused,
             "seeded": self.seeded,
             "seed_skipped": self.seed_skipped,
+            "seed_refused": self.seed_refused,
             "chunks": self.chunks,
             "skipped": dict(self.skipped),
             "replaced_utf8": self.replaced_utf8,
@@ -124,14 +137,43 @@ def up_to_date(git: GitSource, recorded: Mapping[str, Any] | None, fingerprint: 
     mirror is written after the table, so it can only lag behind: a lagging
     mirror answers False and the caller takes the full path.
     """
+    return fresh_changes(git, recorded, fingerprint) is not None
+
+
+def fresh_changes(
+    git: GitSource, recorded: Mapping[str, Any] | None, fingerprint: str
+) -> ChangeSet | None:
+    """The source's change set when it is ``up_to_date`` (nothing to write), else None:
+    what a no-op run still reports (``standing_skips``)."""
     if not recorded or recorded.get("pending") or recorded.get("fingerprint") != fingerprint:
-        return False
+        return None
     since = recorded.get("commit")
     since_dirty = recorded.get("dirty") or {}
     if git.head().commit != since:
-        return False
+        return None
     changes = git.change_set(since=since, since_dirty=since_dirty)
-    return not changes.full and dict(changes.dirty) == dict(since_dirty)
+    if changes.full or dict(changes.dirty) != dict(since_dirty):
+        return None
+    return changes
+
+
+def standing_skip(version: FileVersion, matcher: Matcher) -> str | None:
+    """The skip a run reports for ``version`` although nothing is read: a refused path
+    (``FileVersion.refused``), or a file still unreadable (its blob ``UNREADABLE``:
+    nothing could be hashed, so nothing is read either).  Said again by every run that
+    looks at the path, so that a problem stays visible until it is fixed.  None for a
+    path the settings exclude."""
+    reason = version.refused or ("unreadable" if version.blob == UNREADABLE else None)
+    if reason is None:
+        return None
+    if version.path.endswith("/"):  # a directory: include globs name files, only excludes apply
+        return None if matcher.excludes(version.path) else reason
+    return reason if matcher(version.path) else None
+
+
+def standing_skips(changes: ChangeSet, matcher: Matcher) -> Counter[str]:
+    """``standing_skip`` of every version of a change set, counted (a no-op run's report)."""
+    return Counter(r for v in changes.versions if (r := standing_skip(v, matcher)) is not None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -484,10 +526,16 @@ class Syncer:
             if v.blob is None or not self.matcher(v.path):
                 if v.path in manifest:
                     deletes.append(v.path)
+                if (reason := standing_skip(v, self.matcher)) is not None:
+                    report.skipped[reason] += 1
+                    log.warning("file_refused", path=v.shown, reason=REFUSALS.get(reason, reason))
                 continue
             wanted.add(v.path)
             rec = manifest.get(v.path)
             if rec is not None and rec.blob == v.blob and not stale_settings:
+                if v.blob == UNREADABLE:  # still unreadable: said again by every run
+                    report.skipped["unreadable"] += 1
+                    log.warning("file_unreadable", path=v.shown)
                 continue
             todo.append(v)
         known = set(manifest)
@@ -686,12 +734,12 @@ class Syncer:
         version = done.version
         if done.replaced_utf8:
             report.replaced_utf8 += 1
-            log.info("decoded_with_replacement", path=version.path, reason="not valid UTF-8")
+            log.info("decoded_with_replacement", path=version.shown, reason="not valid UTF-8")
         if done.error is not None:
-            log.warning("chunking_failed", path=version.path, error=done.error)
+            log.warning("chunking_failed", path=version.shown, error=done.error)
         if done.skip_reason is not None:
             if done.skip_reason == "unreadable":
-                log.warning("file_unreadable", path=version.path)
+                log.warning("file_unreadable", path=version.shown)
             return self._skip(done.version, done.skip_reason, report)
         return Chunked(version=done.version, language=done.language, chunks=done.chunks)
 
@@ -735,6 +783,7 @@ class Syncer:
         for start in range(0, len(missing), step):
             texts = missing[start : start + step]
             vectors = self.embedder.embed(texts)
+            self._check_vectors(vectors, len(texts))
             fresh = {keys[t]: vectors[j] for j, t in enumerate(texts)}
             self.cache.put_many(model, fresh)
             cached.update(fresh)
@@ -788,6 +837,17 @@ class Syncer:
             )
         return out
 
+    def _check_vectors(self, vectors: npt.NDArray[np.float32], count: int) -> None:
+        """Raise ``EmbeddingError`` unless the embedder gave ``count`` usable vectors: a NaN
+        would make LanceDB refuse the whole batch, a zero vector is never found."""
+        problems = vector_problems(np.asarray(vectors), self.embedder.dimension)
+        if len(vectors) != count or problems:
+            what = ", ".join(f"{n} {why}" for why, n in sorted(Counter(problems.values()).items()))
+            raise EmbeddingError(
+                f"the embedding model {self.embedder.model_id} returned unusable vectors "
+                f"for {len(problems) or count} of {count} texts ({what or 'wrong count'})"
+            )
+
     def _from_seed(
         self, hashes: set[str], report: SyncReport
     ) -> dict[str, npt.NDArray[np.float32]]:
@@ -812,6 +872,9 @@ class Syncer:
         except SeedUnusable as exc:
             self._seed_unusable(str(exc), report)
             return {}
+        if found.refused:  # checked before the cache may keep them: embedded here instead
+            report.seed_refused += sum(found.refused.values())
+            log.warning("seed_vectors_refused", seed=seed.uri, reasons=dict(found.refused))
         self.cache.put_many(self.embedder.model_id, found.vectors)
         if self.summaries is not None:
             for content, summary in found.summaries.items():

@@ -32,10 +32,18 @@ class VerifyReport:
     stale_files: list[str] = field(default_factory=list)
     """Paths whose indexed blob differs from the source's."""
     duplicate_ids: int = 0
+    unusable_vectors: int = 0
+    """Rows whose vector is no embedding (NaN, all zeros): vector search never finds them."""
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.extra or self.stale_files or self.duplicate_ids)
+        return not (
+            self.missing
+            or self.extra
+            or self.stale_files
+            or self.duplicate_ids
+            or self.unusable_vectors
+        )
 
     def as_dict(self) -> dict[str, object]:
         def show(keys: list[Key]) -> list[dict[str, object]]:
@@ -53,6 +61,7 @@ class VerifyReport:
             "extra": len(self.extra),
             "stale_files": self.stale_files[:50],
             "duplicate_ids": self.duplicate_ids,
+            "unusable_vectors": self.unusable_vectors,
             "missing_rows": show(self.missing),
             "extra_rows": show(self.extra),
         }
@@ -92,6 +101,7 @@ def verify(settings: Settings, store: IndexStore, git: GitSource) -> VerifyRepor
     report.missing = sorted(want - have_set)
     report.extra = sorted(have_set - want)
     report.duplicate_ids = sum(n - 1 for n in Counter(r["id"] for r in rows).values() if n > 1)
+    report.unusable_vectors = store.unusable_vectors(git.source.id)
     manifest = store.manifest(git.source.id)
     report.stale_files = sorted(
         p

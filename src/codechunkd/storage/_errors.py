@@ -30,7 +30,8 @@ _URL = re.compile(r"https?://[^/\s?\"']+")
 _DAMAGE = re.compile(
     r"not found: |no such file|was not found|sufficient data|corrupt|failed to decode|"
     r"invalid range|unexpected end|unexpected eof|invalid protobuf|not a lance file|"
-    r"invalid magic|checksum|not a database|malformed",
+    r"invalid magic|checksum|not a database|malformed|file size is too small|"
+    r"field ids but \d+ column",
     re.IGNORECASE,
 )
 
@@ -41,8 +42,12 @@ def one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def translate(exc: BaseException, what: str) -> StoreError:
-    """``exc`` as a one-line ``StoreError`` that says what was being done."""
+def translate(exc: BaseException, what: str, *, damage: bool = False) -> StoreError:
+    """``exc`` as a one-line ``StoreError`` that says what was being done.
+
+    ``damage``: an error that is not the environment's (disk, permissions, the object
+    store) means the files are damaged, whatever LanceDB's words (opening a table that
+    exists: its manifest is all there is to read)."""
     if isinstance(exc, StoreError):
         return exc
     text = f"{what}: {one_line(exc)}"
@@ -52,7 +57,7 @@ def translate(exc: BaseException, what: str) -> StoreError:
         return StoreError(f"{what}: {reason}" + (f" ({server.group(0)})" if server else ""))
     if (isinstance(exc, OSError) and exc.errno in _ENV_ERRNOS) or _ENVIRONMENT.search(text):
         return StoreError(text)
-    if isinstance(exc, FileNotFoundError) or _DAMAGE.search(text):
+    if damage or isinstance(exc, FileNotFoundError) or _DAMAGE.search(text):
         return IndexDamaged(text)
     return StoreError(text)
 
@@ -61,9 +66,12 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def translating(what: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """Translate what the wrapped method raises (see ``translate``), naming the object's
-    ``uri`` or ``path``.  Our own errors pass through, so wrapped methods may nest."""
+def translating(
+    what: str, *, damage: bool = False
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Translate what the wrapped method raises (see ``translate``, and its ``damage``),
+    naming the object's ``uri`` or ``path``.  Our own errors pass through, so wrapped
+    methods may nest."""
 
     def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(fn)
@@ -74,7 +82,8 @@ def translating(what: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
                 raise
             except Exception as exc:
                 where = getattr(args[0], "uri", None) or getattr(args[0], "path", None)
-                raise translate(exc, f"{what} in {where}" if where else what) from exc
+                where_ = f"{what} in {where}" if where else what
+                raise translate(exc, where_, damage=damage) from exc
 
         return call
 

@@ -4,6 +4,11 @@ Identical text anywhere (any branch, worktree, repository) is embedded once;
 switching to a branch and back embeds nothing.  The cache is bounded: entries
 least recently used are evicted past ``max_entries``.
 
+Only usable vectors go in and come out (``embedding.base.vector_problems``): a NaN
+or all-zero vector offered to ``put_many`` is refused, and one already in the file
+(put there by an older codechunkd, from a poisoned seed) is never returned: it is
+deleted when found, so the chunk is embedded again instead of failing every write.
+
 SQLite (stdlib) rather than a LanceDB table: the cache is a private key-value
 store of the single writer, read by exact key thousands of times per batch and
 touched on every hit, which is what SQLite is good at and LanceDB is not
@@ -28,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from codechunkd.embedding.base import vector_problems
 from codechunkd.storage._errors import translating
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.types import ContentHash
@@ -95,6 +101,10 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.dropped = 0
+        """Unusable vectors found in the file (NaN, all zeros) and deleted, so far."""
+        self.refused = 0
+        """Unusable vectors ``put_many`` was offered and did not keep, so far."""
 
     def close(self) -> None:
         with self._lock:
@@ -115,9 +125,16 @@ class EmbeddingCache:
                     [model, *part],
                 ).fetchall()
                 for key, blob in rows:
-                    vec = np.frombuffer(blob, dtype=np.float32)
-                    if vec.shape[0] == dimension:
-                        found[key] = vec
+                    if len(blob) == 4 * dimension:
+                        found[key] = np.frombuffer(blob, dtype=np.float32)
+            bad = self._unusable(found, dimension)
+            if bad:  # never handed out: deleted, so the chunks are embedded again
+                self._db.executemany(
+                    "DELETE FROM embeddings WHERE model = ? AND key = ?", [(model, k) for k in bad]
+                )
+                for k in bad:
+                    del found[k]
+                self.dropped += len(bad)
             if found:
                 now = time.time()
                 self._db.executemany(
@@ -128,14 +145,33 @@ class EmbeddingCache:
             self.misses += len(wanted) - len(found)
         return found
 
-    @translating("writing the embedding cache")
-    def put_many(self, model: str, vectors: Mapping[ContentHash, npt.NDArray[np.float32]]) -> None:
+    @staticmethod
+    def _unusable(
+        vectors: Mapping[ContentHash, npt.NDArray[np.float32]], dimension: int
+    ) -> list[str]:
+        """Keys of the vectors that are NaN, infinite or all zeros (``vector_problems``)."""
         if not vectors:
-            return
+            return []
+        keys = list(vectors)
+        matrix = np.stack([vectors[k] for k in keys])
+        return [keys[i] for i in vector_problems(matrix, dimension)]
+
+    @translating("writing the embedding cache")
+    def put_many(self, model: str, vectors: Mapping[ContentHash, npt.NDArray[np.float32]]) -> int:
+        """Keep ``vectors``; one that is not finite or is all zeros is refused (the caller
+        checked it already: this is the last guard).  Returns how many were refused."""
+        if not vectors:
+            return 0
+        kept = {k: np.asarray(v, dtype=np.float32).ravel() for k, v in vectors.items()}
+        widths = {v.shape[0] for v in kept.values()}
+        bad = [k for w in widths for k in self._unusable(_of_width(kept, w), w)]
+        for k in bad:
+            del kept[k]
+        self.refused += len(bad)
         now = time.time()
-        rows = [
-            (model, k, np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in vectors.items()
-        ]
+        rows = [(model, k, v.tobytes(), now) for k, v in kept.items()]
+        if not rows:
+            return len(bad)
         with self._lock:
             crashpoint("cache_put.before")
             self._db.execute("BEGIN")
@@ -150,6 +186,7 @@ class EmbeddingCache:
                 _rollback(self._db)  # else the connection stays in the transaction for good
                 raise
             crashpoint("cache_put.after")
+        return len(bad)
 
     @translating("evicting from the embedding cache")
     def evict(self) -> int:
@@ -171,6 +208,12 @@ class EmbeddingCache:
         with self._lock:
             (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
         return CacheStats(hits=self.hits, misses=self.misses, entries=int(count))
+
+
+def _of_width(
+    vectors: Mapping[ContentHash, npt.NDArray[np.float32]], width: int
+) -> dict[ContentHash, npt.NDArray[np.float32]]:
+    return {k: v for k, v in vectors.items() if v.shape[0] == width}
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,27 @@ from pathlib import Path
 
 from codechunkd import platform
 from codechunkd.config.settings import Settings, default_runtime_dir
+from codechunkd.errors import StoreError
 from codechunkd.storage.objectstore import ObjectStore, is_local
+
+
+def _kind(path: Path) -> str:
+    """``a file``, ``a directory``, ``a FIFO``, ... (following symlinks, as opening does)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "unreachable"
+    for test, name in (
+        (stat.S_ISREG, "a file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return name
+    return "not a directory"
 
 
 def private_umask() -> int:
@@ -123,10 +143,41 @@ class IndexPaths:
         if not root.exists():
             return f"no index at {root}"
         if not root.is_dir():
-            return f"{root} is not a directory"
+            return f"{root} is {_kind(root)}, not an index directory"
         if not (self.meta.is_dir() or (root / "chunks.lance").is_dir()):
             return f"{root} is not a codechunkd index"
         return None
+
+    def make_local(self) -> None:
+        """Make a local index's directory and its private one when missing, or raise a
+        ``StoreError`` saying what is in the way: ``--index-dir`` naming a file, or a path
+        under a file or where nothing can be made (``/proc/...``).  An object-store URI is
+        not touched.  The writer calls it before anything else looks at the directory."""
+        if not is_local(self.uri):
+            return
+        root = Path(self.uri)
+        for path in (root, *root.parents):  # the nearest that exists says what is in the way
+            try:
+                info = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError:
+                break
+            if not stat.S_ISDIR(info.st_mode):
+                if path == root:
+                    raise StoreError(
+                        f"{root} is {_kind(root)}, not an index directory; --index-dir (or "
+                        "index.dir) names the directory of an index, or where to make one"
+                    )
+                raise StoreError(f"cannot make the index directory {root}: {path} is {_kind(path)}")
+            break
+        try:
+            self.meta.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename and exc.filename != str(root) else ""
+            raise StoreError(
+                f"cannot make the index directory {root}: {exc.strerror or exc}{where}"
+            ) from None
 
     @classmethod
     def of(cls, settings: Settings) -> IndexPaths:

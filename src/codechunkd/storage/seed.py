@@ -9,12 +9,18 @@ the local cache, and only the local delta is embedded.
 
 The seed is opened read-only (nothing is created, not even a missing directory), with
 few retries: it only saves work, so one that cannot be read, is of another schema or
-holds another model's vectors is a reason (``SeedUnusable``) to index without it.
+holds another model's vectors is a reason (``SeedUnusable``, saying what is wrong) to
+index without it.  The seed is another machine's file, so nothing in it is trusted: its
+schema is checked column by column, and every vector it returns is checked
+(``vector_problems``: finite, not all zeros, of the index's dimension) before the
+local cache may keep it; one that fails is refused and counted (``SeedRows.refused``),
+and its chunk is embedded here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,8 +29,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from codechunkd.config.settings import Settings
+from codechunkd.embedding.base import vector_problems
 from codechunkd.errors import StoreError
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import one_line
@@ -52,6 +60,8 @@ class SeedRows:
 
     vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
     summaries: dict[str, str] = field(default_factory=dict)
+    refused: Counter[str] = field(default_factory=Counter)
+    """Vectors found but not usable, by why (``not finite``, ``zero length``, ``null``)."""
 
 
 class Seed:
@@ -96,22 +106,18 @@ class Seed:
             text = one_line(exc)
             reason = (None if is_local(uri) else failure_reason(text)) or text
             raise SeedUnusable(f"cannot read the seed {uri}: {reason}") from None
-        meta = schema.metadata or {}
-        version = int(meta.get(S.META_VERSION, b"0"))
-        missing = [c for c in _COLUMNS if c not in schema.names]
-        if version != S.SCHEMA_VERSION or missing:
-            raise SeedUnusable(
-                f"the seed {uri} has schema version {version}, this codechunkd reads "
-                f"version {S.SCHEMA_VERSION}"
-            )
-        model = meta.get(S.META_MODEL, b"").decode()
+        problem = schema_problem(schema)
+        if problem:
+            raise SeedUnusable(f"the seed {uri} {problem}")
+        model = (schema.metadata or {}).get(S.META_MODEL, b"").decode("utf-8", "replace")
         return cls(uri, table, model, int(schema.field("vector").type.list_size))
 
     def check_model(self, model_id: str, dimension: int) -> None:
         """Refuse a seed whose vectors are another model's (they would mean nothing here)."""
         if (self.model_id, self.dimension) != (model_id, dimension):
+            theirs = self.model_id or "a model it does not name"
             raise SeedUnusable(
-                f"the seed {self.uri} holds vectors of {self.model_id} ({self.dimension} dims), "
+                f"the seed {self.uri} holds vectors of {theirs} ({self.dimension} dims), "
                 f"this index uses {model_id} ({dimension} dims)"
             )
 
@@ -129,11 +135,11 @@ class Seed:
             try:
                 rows = self._table.search().where(where).select(list(_COLUMNS)).limit(None)
                 found = rows.to_arrow()
+                self._collect(found, out, summary_source)
             except Exception as exc:  # noqa: BLE001 - LanceDB raises several types
                 text = one_line(exc)
                 reason = (None if is_local(self.uri) else failure_reason(text)) or text
                 raise SeedUnusable(f"cannot read the seed {self.uri}: {reason}") from None
-            self._collect(found, out, summary_source)
         return out
 
     def vectors(self, model_id: str, hashes: Iterable[str]) -> dict[str, npt.NDArray[np.float32]]:
@@ -141,15 +147,24 @@ class Seed:
         return self.lookup(model_id, hashes).vectors
 
     def _collect(self, found: Any, out: SeedRows, summary_source: str | None) -> None:
+        """The usable vectors of ``found`` into ``out`` (the others counted as refused)."""
         if found.num_rows == 0:
             return
-        vectors = (
-            found.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        ).astype(np.float32, copy=False)
-        matrix = vectors.reshape(found.num_rows, self.dimension)
+        column = found.column("vector").combine_chunks()
+        dim = column.type.list_size
+        # the child values of every slot (a null row's included, then ignored), nulls as NaN
+        values = column.values.slice(column.offset * dim, len(column) * dim)
+        with np.errstate(over="ignore"):
+            flat = values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        matrix = flat.reshape(found.num_rows, dim)
+        problems = vector_problems(matrix, self.dimension)
+        present = column.is_valid().to_numpy(zero_copy_only=False)
         keys = found.column("embed_hash").to_pylist()
         for j, key in enumerate(keys):
-            if key not in out.vectors:
+            why = "null" if not present[j] else problems.get(j)
+            if why is not None:
+                out.refused[why] += 1
+            elif isinstance(key, str) and key not in out.vectors:
                 out.vectors[key] = matrix[j].copy()
         if summary_source is None:
             return
@@ -159,3 +174,35 @@ class Seed:
         ):
             if source == summary_source and summary and content:
                 out.summaries.setdefault(content, summary)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """What makes a seed's ``chunks`` schema unreadable here (finishing "the seed X ..."),
+    or None: its version is this codechunkd's, and the columns a lookup reads are there
+    with the types it reads."""
+    meta = schema.metadata or {}
+    raw = meta.get(S.META_VERSION)
+    if raw is None:
+        return f"has no schema version, this codechunkd reads version {S.SCHEMA_VERSION}"
+    text = raw.decode("utf-8", "replace").strip()
+    if not text.isdigit():
+        return (
+            f"has the schema version {text!r}, which is not a number "
+            f"(this codechunkd reads version {S.SCHEMA_VERSION})"
+        )
+    if int(text) != S.SCHEMA_VERSION:
+        return f"has schema version {int(text)}, this codechunkd reads version {S.SCHEMA_VERSION}"
+    missing = [c for c in _COLUMNS if c not in schema.names]
+    if missing:
+        return (
+            f"has schema version {S.SCHEMA_VERSION} but lacks its column"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        )
+    vector = schema.field("vector").type
+    if not (pa.types.is_fixed_size_list(vector) and pa.types.is_floating(vector.value_type)):
+        return f"has a vector column of type {vector}, not a fixed-size list of floats"
+    for name in ("embed_hash", "embedding_model"):
+        kind = schema.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            return f"has an {name} column of type {kind}, not strings"
+    return None

@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from codechunkd.errors import ModelMismatch, SchemaMismatch, StoreError
+from codechunkd.embedding.base import vector_problems
+from codechunkd.errors import IndexDamaged, ModelMismatch, SchemaMismatch, StoreError
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.crashpoints import crashpoint
@@ -231,12 +232,18 @@ class IndexStore:
     def has_chunks(self) -> bool:
         return S.CHUNKS in self.table_names()
 
-    @translating("opening a table")
+    @translating("opening a table", damage=True)
     def _open(self, name: str) -> Any:
+        """A table, once per store.  What stops it from opening is damage (``IndexDamaged``,
+        exit 8, with the rebuild hint) unless the environment is to blame: a manifest cut
+        short, garbled or zeroed reads as all kinds of LanceDB errors, or as no columns."""
         tbl = self._tables.get(name)
         if tbl is None:
             tbl = self.db.open_table(name)
-            found = int((tbl.schema.metadata or {}).get(S.META_VERSION, b"0"))
+            schema = tbl.schema
+            if not schema.names:
+                raise IndexDamaged(f"table {name!r} has no columns: its manifest is unreadable")
+            found = int((schema.metadata or {}).get(S.META_VERSION, b"0"))
             if found != S.SCHEMA_VERSION:
                 raise SchemaMismatch(name, found, S.SCHEMA_VERSION)
             self._tables[name] = tbl
@@ -441,6 +448,24 @@ class IndexStore:
             S.CHUNKS, f"source = {quote(source)}", cols
         ).to_pylist()
         return rows
+
+    @translating("reading vectors")
+    def unusable_vectors(self, source: SourceId) -> int:
+        """Rows of ``source`` whose vector is no embedding (NaN, infinite, all zeros; see
+        ``vector_problems``): ``verify`` counts them, a rebuild embeds them again.  Reads the
+        vectors a batch at a time."""
+        if S.CHUNKS not in self.table_names():
+            return 0
+        tbl = self._open(S.CHUNKS)
+        dim = tbl.schema.field("vector").type.list_size
+        q = tbl.search().where(f"source = {quote(source)}").select(["vector"]).limit(None)
+        bad = 0
+        for batch in q.to_batches(4096):
+            column = batch.column("vector")
+            flat = column.values.slice(column.offset * dim, len(column) * dim)
+            matrix = flat.to_numpy(zero_copy_only=False).reshape(len(column), dim)
+            bad += len(vector_problems(matrix, dim))
+        return bad
 
     def states(self) -> list[SourceState]:
         cols = [f.name for f in S.REPOS_SCHEMA]
