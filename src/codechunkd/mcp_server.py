@@ -51,6 +51,7 @@ from codechunkd import __version__, platform
 from codechunkd.chunking.snippet import dedent
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
+from codechunkd.display import printable
 from codechunkd.errors import CodechunkdError
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import (
@@ -266,13 +267,16 @@ def render_hits(
     for n, h in enumerate(hits, 1):
         flags = " [STALE: the file changed on disk since it was indexed]" if h.get("stale") else ""
         lines.append(
-            f"\n{n}. {h['path']}:{h['start_line']}-{h['end_line']}  {h.get('symbol') or '-'}"
+            f"\n{n}. {printable(str(h['path']))}:{h['start_line']}-{h['end_line']}"
+            f"  {printable(str(h.get('symbol') or '-'))}"
             f"  ({h.get('kind')}, {h.get('language')}, score {h.get('score')},"
             f" repo {h.get('repo')},"
             f" id {h.get('id')}){flags}"
         )
         for ctx in h.get("context") or ():
-            lines.append(f"   in: {str(ctx).splitlines()[0][:160]}")
+            lines.append(
+                f"   in: {printable((str(ctx).splitlines() or [''])[0][:160], keep_tab=True)}"
+            )
         if h.get("content"):
             lines.append(_fence(dedent(str(h["content"])), str(h.get("language") or "")))
         elif h.get("truncated"):
@@ -289,11 +293,12 @@ def outline_lines(rows: Sequence[Any], budget: int) -> tuple[list[str], int]:
     for r in rows:
         row_lines = []
         if r.repo != last_repo:
-            row_lines.append(f"{r.repo}/{r.path}:")
+            row_lines.append(f"{printable(r.repo)}/{printable(r.path)}:")
         indent = "  " if r.parent_id and r.kind not in ("module",) else ""
-        sig = f"  {r.signature}" if r.signature else ""
+        sig = f"  {printable(r.signature, keep_tab=True)}" if r.signature else ""
         row_lines.append(
-            f"  {indent}{r.start_line}-{r.end_line}  {r.kind}  {r.symbol or '-'}{sig}  (id {r.id})"
+            f"  {indent}{r.start_line}-{r.end_line}  {r.kind}  {printable(r.symbol or '-')}{sig}"
+            f"  (id {r.id})"
         )
         size = sum(len(line) + 1 for line in row_lines)
         if count and used + size > budget:
@@ -574,8 +579,8 @@ def build_server(backend: Backend) -> MCPServer:
         for row, parents in backend.chunks(wanted):
             text, cut = _cut(row.content, BUDGET)
             parts.append(
-                f"{row.repo}/{row.path}:{row.start_line}-{row.end_line}  {row.kind}  "
-                f"{row.symbol or '-'}  (id {row.id})"
+                f"{printable(row.repo)}/{printable(row.path)}:{row.start_line}-{row.end_line}"
+                f"  {row.kind}  {printable(row.symbol or '-')}  (id {row.id})"
             )
             child = row
             headers = []
@@ -584,7 +589,8 @@ def build_server(backend: Backend) -> MCPServer:
                 child = p
             for p, head in reversed(headers):
                 parts.append(
-                    f"in {p.kind} {p.symbol or '-'} ({p.start_line}-{p.end_line}, id {p.id}):"
+                    f"in {p.kind} {printable(p.symbol or '-')} ({p.start_line}-{p.end_line},"
+                    f" id {p.id}):"
                 )
                 parts.append(_fence(head, row.language))
             parts.append(_fence(dedent(text), row.language) + ("\n(cut short)" if cut else ""))
