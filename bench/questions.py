@@ -246,6 +246,8 @@ class SearchOptions:
     k: int = K
     disable: frozenset[str] = frozenset()
     """Ranking rules switched off by name (``--disable``)."""
+    enable: frozenset[str] = frozenset()
+    """Opt-in ranking rules switched on by name (``--enable``)."""
 
 
 MODES = {"default": "hybrid", "text": "text", "vector": "vector"}
@@ -262,6 +264,8 @@ def run_query(index: Any, text: str, options: SearchOptions) -> list[Any]:
     ``disable=`` (the names of ranking rules to switch off) once ``Index.search`` takes it;
     ``main`` refuses ``--disable`` before that."""
     extra: dict[str, Any] = {"disable": sorted(options.disable)} if options.disable else {}
+    if options.enable:
+        extra["enable"] = sorted(options.enable)
     return list(index.search(text, k=options.k, mode=options.mode, **extra))
 
 
@@ -346,12 +350,24 @@ def build_index(
     return Index(IndexStore(str(home / "index")), settings, embedder), line
 
 
-def searches(disable: frozenset[str], ablate: Sequence[str]) -> dict[str, SearchOptions]:
+def searches(
+    disable: frozenset[str], ablate: Sequence[str], enable: frozenset[str] = frozenset()
+) -> dict[str, SearchOptions]:
     """The searches each question runs: the three modes, then default search with each rule
-    of ``ablate`` switched off in turn (``without <rule>``)."""
-    out = {name: SearchOptions(mode, disable=disable) for name, mode in MODES.items()}
+    of ``ablate`` switched in turn: off (``without <rule>``) for a rule the search runs by
+    default, on (``with <rule>``) for an opt-in one (``ranking.OPT_IN``)."""
+    from codechunkd.storage.ranking import OPT_IN
+
+    out = {
+        name: SearchOptions(mode, disable=disable, enable=enable) for name, mode in MODES.items()
+    }
     for rule in ablate:
-        out[f"without {rule}"] = SearchOptions("hybrid", disable=disable | {rule})
+        if rule in OPT_IN and rule not in enable:
+            out[f"with {rule}"] = SearchOptions("hybrid", disable=disable, enable=enable | {rule})
+        else:
+            out[f"without {rule}"] = SearchOptions(
+                "hybrid", disable=disable | {rule}, enable=enable - {rule}
+            )
     return out
 
 
@@ -431,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=[*SPLITS, "all"], default="tune")
     ap.add_argument("--repos", help="comma-separated repository names (default: all of the split)")
     ap.add_argument("--disable", default="", help="comma-separated ranking rules to switch off")
+    ap.add_argument("--enable", default="", help="comma-separated opt-in rules to switch on")
     ap.add_argument(
         "--ablate", default="", help="comma-separated rules: also run default with each one off"
     )
@@ -449,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    runs = searches(disable, ablate)
+    enable = frozenset(x.strip() for x in args.enable.split(",") if x.strip())
+    runs = searches(disable, ablate, enable)
     log = sys.stderr if args.json else sys.stdout
     every = load_repos()
     repos = [r for r in every if args.split == "all" or r.split == args.split]
@@ -509,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "split": args.split,
         "disable": sorted(disable),
+        "enable": sorted(enable),
         "ablate": ablate,
         "repos": {
             r.name: {"split": r.split, "language": r.language, "questions": len(r.questions)}

@@ -88,18 +88,18 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type:
 
 
 def test_a_test_file_ranks_below_the_code_it_tests_for_a_code_question(index: Index) -> None:
-    """``test_prior``: the test that calls ``apply_discount`` says the query's words as well
-    as the function does; the function comes first, the test weighs half, and a question
-    about tests leaves it be."""
+    """``test_prior`` (opt-in): the test that calls ``apply_discount`` says the query's
+    words as well as the function does; with the rule the function comes first, the test
+    weighs half, and a question about tests leaves it be."""
     query = "apply a discount code to the cart"
-    on = index.search(query, k=5, disable=["file_saturation"])
-    off = index.search(query, k=5, disable=["file_saturation", "test_prior"])
+    on = index.search(query, k=5, disable=["file_saturation"], enable=["test_prior"])
+    off = index.search(query, k=5, disable=["file_saturation"])
     assert on[0].path == "shop/cart.py", [h.path for h in on]
     test_on = next(h for h in on if h.path == "tests/test_cart.py")
     test_off = next(h for h in off if h.path == "tests/test_cart.py")
     assert test_on.score == pytest.approx(test_off.score * ranking.TEST_WEIGHT, abs=1e-5)
-    asked = index.search("the test of apply discount on the cart", k=5, disable=["test_prior"])
-    same = index.search("the test of apply discount on the cart", k=5)
+    asked = index.search("the test of apply discount on the cart", k=5)
+    same = index.search("the test of apply discount on the cart", k=5, enable=["test_prior"])
     assert [h.id for h in asked] == [h.id for h in same]  # the rule stays out of it
 
 
@@ -117,14 +117,14 @@ def test_a_files_third_chunk_gives_way_to_another_files_first(index: Index) -> N
 def test_a_name_in_a_sentence_finds_its_definition_though_the_retriever_missed_it(
     index: Index,
 ) -> None:
-    """``symbol_in_query``: a question naming ``ZorbWidget`` is answered by the class that
+    """``symbol_in_query`` (opt-in): a question naming ``ZorbWidget`` is answered by the class that
     defines it, found through the symbol column, though the vector ranking (130 chunks
     about where widgets are defined; the class reads spreadsheet rows) does not rank it in
     the top 10."""
     query = "where are the widget places defined, like ZorbWidget"
-    off = index.search(query, k=10, mode="vector", disable=["symbol_in_query"])
+    off = index.search(query, k=10, mode="vector")
     assert all(h.path != "ui/zorb.py" for h in off), [h.path for h in off]
-    on = index.search(query, k=10, mode="vector")
+    on = index.search(query, k=10, mode="vector", enable=["symbol_in_query"])
     assert (on[0].path, on[0].symbol) == ("ui/zorb.py", "ZorbWidget")
 
 

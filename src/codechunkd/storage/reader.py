@@ -95,9 +95,11 @@ class Index:
         context: bool = False,
         stale: bool = False,
         disable: Sequence[str] = (),
+        enable: Sequence[str] = (),
     ) -> list[Hit]:
         """Hybrid (default), vector or full-text search with filters (see ``SearchRequest``);
-        ``disable`` names ranking rules to switch off (``ranking.RULES``)."""
+        ``disable`` names ranking rules to switch off, ``enable`` opt-in ones to switch on
+        (``ranking.RULES``, ``ranking.OPT_IN``)."""
         return self.run(
             SearchRequest(
                 query=query,
@@ -112,6 +114,7 @@ class Index:
                 context=context,
                 stale=stale,
                 disable=tuple(disable),
+                enable=tuple(enable),
             )
         )
 
@@ -126,6 +129,7 @@ class Index:
             filters=request.filters(),
             mode=mode,
             disable=frozenset(request.disable),
+            enable=frozenset(request.enable),
         )
         if request.context:
             hits = self.searcher.with_context(hits)

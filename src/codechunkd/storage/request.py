@@ -104,6 +104,8 @@ class SearchRequest:
     """Flag hits whose file on disk no longer matches the indexed blob."""
     disable: tuple[str, ...] = ()
     """Ranking rules to switch off, by name (``storage.ranking.RULES``): for benches."""
+    enable: tuple[str, ...] = ()
+    """Opt-in ranking rules to switch on, by name (``storage.ranking.OPT_IN``)."""
 
     def __post_init__(self) -> None:
         _check_length("query", self.query, MAX_QUERY_CHARS)
@@ -137,23 +139,21 @@ class SearchRequest:
                 raise ConfigError(
                     f"{key} must be true or false, got {shown(getattr(self, key))}", key=key
                 )
-        self._check_disable()
+        for key in ("disable", "enable"):
+            self._check_rules(key)
 
-    def _check_disable(self) -> None:
+    def _check_rules(self, key: str) -> None:
         from codechunkd.storage.ranking import RULES
 
-        names: object = self.disable  # from JSON: anything
+        names: object = getattr(self, key)  # from JSON: anything
         if isinstance(names, str) or not isinstance(names, list | tuple):
-            raise ConfigError(
-                f"disable must be a list of rule names, got {shown(names)}", key="disable"
-            )
+            raise ConfigError(f"{key} must be a list of rule names, got {shown(names)}", key=key)
         unknown = [n for n in names if n not in RULES]
         if unknown:
             raise ConfigError(
-                f"unknown ranking rule {shown(unknown[0])} (known: {', '.join(RULES)})",
-                key="disable",
+                f"unknown ranking rule {shown(unknown[0])} (known: {', '.join(RULES)})", key=key
             )
-        object.__setattr__(self, "disable", tuple(names))
+        object.__setattr__(self, key, tuple(names))
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> SearchRequest:
@@ -185,12 +185,14 @@ class SearchRequest:
 
     def to_json(self) -> dict[str, Any]:
         """The document the control socket's ``search`` reads (add ``"cmd": "search"``);
-        ``disable`` only when given, so a daemon from before it still reads the rest."""
+        ``disable`` and ``enable`` only when given, so a daemon from before them still reads
+        the rest."""
         doc = asdict(self)
-        if not self.disable:
-            del doc["disable"]
-        else:
-            doc["disable"] = list(self.disable)
+        for key in ("disable", "enable"):
+            if doc[key]:
+                doc[key] = list(doc[key])
+            else:
+                del doc[key]
         return doc
 
     def filters(self) -> Filters:

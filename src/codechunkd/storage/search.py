@@ -398,9 +398,11 @@ class Searcher:
         merge: bool = True,
         headers: bool = False,
         disable: frozenset[str] = frozenset(),
+        enable: frozenset[str] = frozenset(),
     ) -> list[Hit]:
-        """The best ``k`` hits; ``disable`` names ranking rules to switch off
-        (``ranking.RULES``: a bench measures each one's worth so)."""
+        """The best ``k`` hits; ``disable`` names ranking rules to switch off and ``enable``
+        opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so)."""
+        rules = ranking.active(disable, enable)
         if not self.store.has_chunks():
             return []
         named = (filters or Filters()).where()
@@ -438,14 +440,14 @@ class Searcher:
             for rank, row in enumerate(retrieved):
                 scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
-        prose = PROSE_WEIGHT if code_question and "prose" not in disable else 1.0
-        glue = "glue" not in disable
+        prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0
+        glue = "glue" in rules
         for rid, row in rows.items():
             scores[rid] *= (
                 hit_weight(row, prose) if glue or row["language"] in PROSE_LANGUAGES else 1.0
             )
-        boosts = {} if "symbol" in disable else self._symbol_boosts(text, named)
-        if "symbol_in_query" not in disable:
+        boosts = self._symbol_boosts(text, named) if "symbol" in rules else {}
+        if "symbol_in_query" in rules:
             for rid, boost in self._named_in_sentence(text, named).items():
                 boosts.setdefault(rid, boost)
         for rid, boost in boosts.items():  # a named class: its header
@@ -455,7 +457,7 @@ class Searcher:
         for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
             rows[row["id"]] = row
         candidates = {rid: rows[rid] for rid in scores if rid in rows}
-        final = ranking.adjust(candidates, scores, text, disable)
+        final = ranking.adjust(candidates, scores, text, rules)
         hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
         if merge:
             hits = merge_adjacent(hits)
