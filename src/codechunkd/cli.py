@@ -348,10 +348,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
     git = _git_source(args.path, args.ref)
     paths = IndexPaths.of(settings)
+    _refuse_a_writer(paths)  # exit 5 while the daemon runs, fresh or not; makes nothing then
     paths.make_local()  # a file where the index should be is said as such, not as damage
     if not args.rebuild:
         _refuse_damaged(paths)
-    _refuse_a_writer(paths)  # exit 5 while the daemon runs, fresh or not
     if not args.rebuild and _already_fresh(settings, paths, git, args):
         return 0
     with writer_lock(paths, what="codechunkd index") as lock:

@@ -318,11 +318,17 @@ def writer_problem(guard: WriterGuard) -> str | None:
 def writer_lock(paths: IndexPaths, *, what: str) -> WriterGuard:
     """The one-writer guard of an index: ``flock`` for a directory, a lease for ``s3://``.
 
-    A local directory is made here if missing (``IndexPaths.make_local``: a clear error
-    when a file or an impossible path is in the way)."""
+    A local directory is made when the lock is taken, once the lock beside the socket is
+    ours, if missing (``IndexPaths.make_local``: a clear error when a file or an impossible
+    path is in the way)."""
     if paths.store is None:
-        paths.make_local()
-        return WriterLock(paths.lock, what=what, outer=paths.runtime_lock, index=paths.uri)
+        return WriterLock(
+            paths.lock,
+            what=what,
+            outer=paths.runtime_lock,
+            index=paths.uri,
+            make_dir=paths.make_local,
+        )
     if not paths.uri.startswith("s3://"):
         raise ConfigError(
             f"cannot write {paths.uri}: codechunkd writes to a local directory or an s3:// "

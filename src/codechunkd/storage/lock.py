@@ -25,6 +25,7 @@ import errno
 import fcntl
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -129,8 +130,12 @@ class WriterLock:
         what: str = "codechunkd",
         outer: Path | None = None,
         index: str | None = None,
+        make_dir: Callable[[], None] | None = None,
     ) -> None:
         self.path = path
+        self._make_dir = make_dir or (lambda: path.parent.mkdir(parents=True, exist_ok=True))
+        """Makes the lock file's directory once the outer lock is ours (never before: a
+        refused writer makes nothing, not even a deleted index's directory again)."""
         self.outer = outer
         self.what = what
         self.index = index or str(path.parent.parent)
@@ -151,7 +156,7 @@ class WriterLock:
         for f in self._files:
             try:
                 if f is self._inner:  # made only once the outer lock is ours
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._make_dir()
                 locked = f.lock(self.what)
             except BaseException:
                 self.release()
