@@ -55,6 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env.setenv("RAY_AUTH_TOKEN", secrets.token_hex(16))
         ray.init(
             num_cpus=2,
+            _node_ip_address="127.0.0.1",  # the cluster listens on loopback only
             include_dashboard=False,
             object_store_memory=100 * 1024 * 1024,
             log_to_driver=False,
