@@ -30,14 +30,6 @@ CROWD = 100
 """Connections made before the server accepts any: more than socketserver's queue of 5."""
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.kill()
-
-
 @contextlib.contextmanager
 def reading_notifications(d: Daemon) -> Iterator[None]:
     """Read the daemon's notify messages meanwhile, as systemd does: unread, the queue

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,14 +129,6 @@ class Daemon:
             self.proc.kill()
             self.proc.wait()
         self.notify.close()
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.kill()
 
 
 def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
