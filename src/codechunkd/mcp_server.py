@@ -952,6 +952,9 @@ async def _serve_http(server: MCPServer, port: int, token: str) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
+        # listening before the URL is printed: a client that connects on reading it is
+        # queued, not refused (uvicorn's own listen comes later, once its startup has run)
+        sock.listen(socket.SOMAXCONN)
     except OSError as exc:
         sock.close()
         raise CodechunkdError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc

@@ -12,7 +12,6 @@ import json
 import shutil
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +27,6 @@ from codechunkd.storage.lease import writer_lock
 
 CROWD = 100
 """Connections made before the server accepts any: more than socketserver's queue of 5."""
-
-
-@contextlib.contextmanager
-def reading_notifications(d: Daemon) -> Iterator[None]:
-    """Read the daemon's notify messages meanwhile, as systemd does: unread, the queue
-    fills (a watchdog ping every 2 s) and the daemon's main thread blocks in its send."""
-    done = threading.Event()
-
-    def drain() -> None:
-        while not done.is_set():
-            d.recv(0.2)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        yield
-    finally:
-        done.set()
-        reader.join()
 
 
 def test_a_crowd_of_connections_waits_in_the_queue_and_is_answered(tmp_path: Path) -> None:
@@ -143,8 +123,7 @@ def test_twenty_clients_searching_during_a_cold_index_are_all_answered(
     d = Daemon(tmp_path, index_dir, repo.path)
     daemons.append(d)
     d.wait_notify("READY=1")
-    with reading_notifications(d):
-        _search_in_a_crowd(d)
+    _search_in_a_crowd(d)
     assert d.stop() == 0
 
 
@@ -194,8 +173,7 @@ def test_index_directory_deleted_under_a_running_daemon(
     d = Daemon(tmp_path, index_dir, repo.path)
     daemons.append(d)
     d.wait_notify("READY=1")
-    with reading_notifications(d):
-        _delete_the_index_under(d, repo, index_dir)
+    _delete_the_index_under(d, repo, index_dir)
     assert d.stop() == 0
 
 

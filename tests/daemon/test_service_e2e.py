@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,12 @@ class Daemon:
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(str(self.notify_path))
         self.messages: list[str] = []
+        # read as systemd does, all the time: the daemon sends without blocking, so a
+        # message sent while nobody reads (a full queue) would be lost, not delayed
+        self._reading = threading.Event()
+        self._reading.set()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         env = dict(
             os.environ,
             NOTIFY_SOCKET=str(self.notify_path),
@@ -57,10 +64,25 @@ class Daemon:
                 env=env,
             )
 
-    def recv(self, timeout: float) -> None:
-        self.notify.settimeout(timeout)
-        with contextlib.suppress(TimeoutError):
-            self.messages.append(self.notify.recv(4096).decode())
+    def _read(self) -> None:
+        self.notify.settimeout(0.1)
+        while self._reading.is_set():
+            with contextlib.suppress(TimeoutError):
+                self.messages.append(self.notify.recv(4096).decode())
+
+    def _stop_reading(self) -> None:
+        """Stop the reader once it has taken every message the daemon sent."""
+        if self.notify.fileno() == -1:
+            return
+        self._reading.clear()
+        self._reader.join()
+        self.notify.setblocking(False)
+        while True:
+            try:
+                self.messages.append(self.notify.recv(4096).decode())
+            except BlockingIOError:
+                break
+        self.notify.close()
 
     def wait_notify(self, word: str, timeout: float = 150.0) -> str:
         """Wait for a notify message with ``word``; ``timeout`` as on an idle machine."""
@@ -70,7 +92,7 @@ class Daemon:
                 if word in m:
                     return m
             assert self.proc.poll() is None, f"daemon exited: {self.log.read_text()[-3000:]}"
-            self.recv(min(1.0, max(0.01, end - time.monotonic())))
+            time.sleep(0.05)  # the reader thread appends; this polls its list
         raise AssertionError(f"no {word} from the daemon; got {self.messages}")
 
     @property
@@ -116,19 +138,13 @@ class Daemon:
         try:
             return self.proc.wait(timeout=scaled(timeout))
         finally:
-            self.notify.setblocking(False)
-            while True:
-                try:
-                    self.messages.append(self.notify.recv(4096).decode())
-                except BlockingIOError:
-                    break
-            self.notify.close()
+            self._stop_reading()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.notify.close()
+        self._stop_reading()
 
 
 def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
