@@ -234,11 +234,14 @@ def ci(values: np.ndarray, seed: int = 0) -> str:
     return f"{values.mean():.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+RULES: dict[str, list[str]] = {"disable": [], "enable": []}
+"""Ranking rules switched off and on for every search (``--disable``, ``--enable``)."""
+
 SEARCHES: dict[str, Callable[[Index, Query], list[Hit]]] = {
-    "hybrid (default, no filter)": lambda ix, q: ix.search(q.text, k=10),
-    "hybrid, language filter": lambda ix, q: ix.search(q.text, k=10, language=q.language),
-    "vector only": lambda ix, q: ix.search(q.text, k=10, mode=Mode.VECTOR),
-    "text only": lambda ix, q: ix.search(q.text, k=10, mode=Mode.TEXT),
+    "hybrid (default, no filter)": lambda ix, q: ix.search(q.text, k=10, **RULES),
+    "hybrid, language filter": lambda ix, q: ix.search(q.text, k=10, language=q.language, **RULES),
+    "vector only": lambda ix, q: ix.search(q.text, k=10, mode=Mode.VECTOR, **RULES),
+    "text only": lambda ix, q: ix.search(q.text, k=10, mode=Mode.TEXT, **RULES),
 }
 
 
@@ -301,7 +304,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--prose-weight", type=float, help="override search.PROSE_WEIGHT (tuning)")
     ap.add_argument("--only", action="append", help="only these searches (repeatable)")
+    ap.add_argument("--disable", default="", help="ranking rules to switch off (RULE,...)")
+    ap.add_argument("--enable", default="", help="opt-in ranking rules to switch on (RULE,...)")
     args = ap.parse_args(argv)
+    RULES["disable"] = [r for r in args.disable.split(",") if r]
+    RULES["enable"] = [r for r in args.enable.split(",") if r]
     if args.old_ranking:
         import codechunkd.storage.search as search_mod
 

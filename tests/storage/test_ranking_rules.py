@@ -11,7 +11,7 @@ from codechunkd.config import load_settings
 from codechunkd.errors import ConfigError
 from codechunkd.storage import ranking
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import code_names
+from codechunkd.storage.search import SYMBOL_EXACT_BOOST, code_names, symbol_query
 
 CART = """\
 def apply_discount(cart, code):
@@ -68,6 +68,20 @@ class ZorbWidget:
         return totals
 """
 
+PACK = """\
+def pack_files(paths, archive_path):
+    with zipfile.ZipFile(archive_path, "w") as archive:
+        for path in paths:
+            archive.write(path)
+    return archive_path
+"""
+
+PACK_DEMO = """\
+def demo_pack_files_into_a_zip():
+    paths = ["a.txt", "b.txt"]
+    print(pack_files(paths, "demo.zip"))
+"""
+
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
@@ -79,6 +93,8 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type:
     repo.write("billing/tax.py", TAX)
     repo.write("ui/places.py", FILLER)
     repo.write("ui/zorb.py", ZORB)
+    repo.write("archive/pack.py", PACK)
+    repo.write("examples/pack_demo.py", PACK_DEMO)
     repo.commit("shop")
     settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
     ix = Indexer(settings, embedder)
@@ -143,3 +159,53 @@ def test_ranking_is_repeatable_and_rules_are_named(index: Index) -> None:
     assert first == [h.id for h in index.search(query, k=20)]
     with pytest.raises(ConfigError, match="unknown ranking rule 'no_such_rule'"):
         index.search(query, disable=["no_such_rule"])
+
+
+def test_code_kept_aside_weighs_less_unless_asked_for(index: Index) -> None:
+    """``path_prior`` (opt-in): an example that packs files into a zip weighs
+    ``ASIDE_WEIGHT``; a question that asks for an example leaves it be."""
+    query = "pack files into a zip archive"
+    on = index.search(query, k=40, enable=["path_prior"])
+    off = index.search(query, k=40)
+    demo_on = next(h for h in on if h.path == "examples/pack_demo.py")
+    demo_off = next(h for h in off if h.path == "examples/pack_demo.py")
+    assert demo_on.score == pytest.approx(demo_off.score * ranking.ASIDE_WEIGHT, abs=1e-5)
+    assert on[0].path == "archive/pack.py", [h.path for h in on]
+    asked = "an example of packing files into a zip"
+    assert [h.id for h in index.search(asked, k=5, enable=["path_prior"])] == [
+        h.id for h in index.search(asked, k=5)
+    ]
+
+
+def test_a_question_that_names_a_symbol_is_answered_by_its_definition(index: Index) -> None:
+    """``symbol``: "where is the ZorbWidget class defined" is a symbol query: the class gets
+    the exact-name boost (the words around the name are not taken for a sentence)."""
+    query = "where is the ZorbWidget class defined"
+    on = index.search(query, k=10)
+    assert (on[0].path, on[0].symbol) == ("ui/zorb.py", "ZorbWidget")
+    assert on[0].score >= SYMBOL_EXACT_BOOST
+    off = index.search(query, k=10, disable=["symbol"])
+    assert max(h.score for h in off) < 1.0
+
+
+def test_a_name_qualified_by_its_package_finds_the_definition_in_that_folder(
+    index: Index,
+) -> None:
+    """``symbol``: ``tax.tax_of_an_order`` (Go's ``json.Unmarshal``, Python's ``os.walk``) names
+    the function ``tax_of_an_order`` of ``billing/tax.py``: it gets the exact-name boost."""
+    on = index.search("tax.tax_of_an_order", k=3)
+    assert (on[0].path, on[0].symbol) == ("billing/tax.py", "tax_of_an_order")
+    assert on[0].score >= SYMBOL_EXACT_BOOST
+    assert index.search("tax.tax_of_an_order", k=3, disable=["symbol"])[0].score < 1.0
+    assert index.search("cart.tax_of_an_order", k=3)[0].score < 1.0  # another folder: no boost
+
+
+def test_symbol_queries_are_names_or_names_asked_for() -> None:
+    """A query is a symbol query when it is a name, or a name in a "where is/find" phrase."""
+    assert symbol_query("HTTPAdapter") == "HTTPAdapter"
+    assert symbol_query("where is HelpFormatter defined") == "HelpFormatter"
+    assert symbol_query("find the Option class") == "Option"
+    assert symbol_query("Where is `Lock.acquire` implemented?") == "Lock.acquire"
+    assert symbol_query("where is the Context interface declared") == "Context"
+    assert symbol_query("how are requests retried") is None
+    assert symbol_query("where is the code that retries requests") is None

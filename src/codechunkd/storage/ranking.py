@@ -26,10 +26,18 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-RULES = ("glue", "prose", "symbol", "symbol_in_query", "test_prior", "file_saturation")
+RULES = (
+    "glue",
+    "prose",
+    "symbol",
+    "symbol_in_query",
+    "test_prior",
+    "path_prior",
+    "file_saturation",
+)
 """The rules by name: ``glue``, ``prose``, ``symbol`` and ``symbol_in_query`` are the
 fusion's rules in ``storage/search.py``; the others are this module's."""
-OPT_IN = frozenset({"test_prior", "symbol_in_query"})
+OPT_IN = frozenset({"test_prior", "symbol_in_query", "path_prior"})
 """Rules a search runs only when asked (``enable``): each gained on the tune split but has
 not yet shown a gain on held-out sets in more than one language (bench/questions.py: the
 held-out corpora have no tests, and ``symbol_in_query`` moved held-out NDCG@10 by +0.003,
@@ -58,6 +66,28 @@ _ASKS_FOR_TESTS = re.compile(
 )
 
 
+_ASIDE = re.compile(
+    r"(?:^|/)(?:examples?|samples?|demos?|vendor|vendored|third_party|_vendor|node_modules"
+    r"|compat|legacy|deprecated|generated|gen|benchmarks?)/"
+    r"|(?:^|/)example_[^/]*$|_example\.[^/]+$|\.(?:pb|generated|gen)\.[^/]+$|\.min\.js$",
+)
+_ASIDE_WORDS = re.compile(
+    r"\b(?:examples?|samples?|demos?|vendor\w*|compat\w*|legacy|deprecated|generated|benchmarks?)\b"
+)
+ASIDE_WEIGHT = 0.7
+"""Factor on a chunk of code kept aside (examples, vendored, generated, compat, benchmarks)
+when the query does not ask for it (``path_prior``, opt-in)."""
+
+
+def path_weight(path: str, query: str) -> float:
+    """The path prior of a chunk: re-export files (``__init__.py``, ``index.ts``, ``mod.rs``,
+    ``.d.ts`` stubs) and code kept aside (examples, vendored, generated, compat, benchmarks)
+    weigh less unless the (lower-cased) query asks for them."""
+    if _ASIDE.search(path) and not _ASIDE_WORDS.search(query):
+        return ASIDE_WEIGHT
+    return 1.0
+
+
 def is_test_path(path: str) -> bool:
     """Whether ``path`` is a test file: under a test folder or named as tests are."""
     return bool(_TEST_PATH.search(path))
@@ -81,6 +111,12 @@ def adjust(
         for rid, row in rows.items():
             if is_test_path(row["path"]):
                 out[rid] *= TEST_WEIGHT
+    if "path_prior" in rules:
+        asks = query.lower()
+        for rid, row in rows.items():
+            factor = path_weight(row["path"], asks)
+            if factor != 1.0:
+                out[rid] *= factor
     if "file_saturation" in rules:
         seen: dict[tuple[str, str], int] = {}
         for rid in ordered(out):

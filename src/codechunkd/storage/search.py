@@ -78,6 +78,41 @@ def code_names(text: str) -> list[str]:
     return out
 
 
+_SYMBOL_QUERY = re.compile(
+    r"(?:(?:where\s+(?:is|are)|find|show(?:\s+me)?|locate|definition\s+of)\s+)?"
+    r"(?:the\s+)?`?(?P<name>[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*)`?"
+    r"(?:\s+(?:class|function|method|interface|type|struct|exception|trait|enum|constant))?"
+    r"(?:\s+(?:is\s+)?(?:defined|implemented|declared|located))?\s*\??",
+    re.I,
+)
+
+
+def symbol_query(text: str) -> str | None:
+    """The name a query asks for when the query is a name: ``HTTPAdapter``,
+    ``Context.invoke``, ``where is HelpFormatter defined``, ``find the Option class``."""
+    text = text.strip()
+    if re.fullmatch(r"[A-Za-z_][\w.:]*", text):
+        return text
+    m = _SYMBOL_QUERY.fullmatch(text)
+    return m.group("name") if m and m.group("name").lower() not in _NOT_NAMES else None
+
+
+_NOT_NAMES = frozenset({"where", "find", "show", "the", "is", "are", "locate"})
+
+
+def _qualified(name: str) -> str:
+    """An SQL alternative for a name qualified by its package or module (``json.Unmarshal``,
+    ``bufio.Reader``, ``url.Values``): the symbol ``Unmarshal`` in a file whose folder or
+    stem is ``json``."""
+    parts = re.split(r"\.|::", name)
+    if len(parts) != 2 or not all(parts):
+        return ""
+    pkg, sym = parts
+    globs = (f"*/{pkg}/*", f"{pkg}/*", f"*/{pkg}.*", f"{pkg}.*")
+    like = " OR ".join(f"path LIKE {quote(glob_to_like(g))} ESCAPE '\\'" for g in globs)
+    return f" OR (symbol = {quote(sym)} AND ({like}))"
+
+
 GLUE_KINDS = frozenset({"module", "block"})
 """Chunk kinds that hold code around definitions rather than a definition."""
 GLUE_WEIGHT = 0.8
@@ -465,11 +500,11 @@ class Searcher:
 
     def _symbol_boosts(self, text: str, where: str | None) -> dict[str, float]:
         """Chunks whose symbol the query names: exactly (strong) or by prefix (a nudge)."""
-        name = text.strip()
-        if not re.fullmatch(r"[A-Za-z_][\w.:]*", name):
+        name = symbol_query(text)
+        if name is None:
             return {}
         last = re.split(r"[.:]+", name)[-1]
-        cond = f"(symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)})"
+        cond = f"(symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}{_qualified(name)})"
         rows = self.store.select(
             " AND ".join(x for x in (cond, where) if x), ["id", "symbol"], limit=50
         )
@@ -489,8 +524,8 @@ class Searcher:
         """Definitions of the code names a sentence mentions (``HelpFormatter``,
         ``parse_args``, ``Context.invoke``, anything in backticks): each gets
         :data:`SYMBOL_IN_SENTENCE_BOOST`, half a named symbol's."""
-        if re.fullmatch(r"\s*[A-Za-z_][\w.:]*\s*", text):
-            return {}  # the whole query is a name: _symbol_boosts answers it
+        if symbol_query(text) is not None:
+            return {}  # the query is a name: _symbol_boosts answers it
         names = code_names(text)[:3]
         if not names:
             return {}
