@@ -12,6 +12,8 @@ switched by the same names.
   ``test_*.py``, ``*_test.go``, ``*.spec.ts``, …) weighs :data:`TEST_WEIGHT` unless the
   query speaks of tests: a question about what the code does is answered by the code,
   not by the test that calls it.
+- ``path_prior`` (opt-in): a chunk of code kept aside (examples, vendored, generated,
+  compat, benchmarks) weighs :data:`ASIDE_WEIGHT` unless the query asks for it.
 - ``file_saturation``: in score order, each further chunk of a file already ranked weighs
   :data:`SATURATION` times the one before, so one file's many similar chunks give way to
   other files' best ones (the top 10 covers more files).
