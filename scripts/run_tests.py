@@ -10,10 +10,10 @@ session never ended normally), or when fewer tests ran than were collected, and 
 how many ran of how many collected.
 
 The tests run on every core (up to 4; ``TEST_WORKERS=N`` chooses, ``1`` runs them in one
-process): ``-n N --dist loadfile`` of pytest-xdist, each test file on one worker so its
-module fixtures are made once, unless the arguments choose (``-n``, ``--dist``,
-``-p no:xdist``). The ledger counts across the workers, and a worker that dies mid-test
-fails the run too.
+process): ``-n N --dist loadfile --no-loadscope-reorder`` of pytest-xdist, each test file
+on one worker so that its module fixtures are made once, the files handed out in their
+collection order, unless the arguments choose (``-n``, ``--dist``, ``-p no:xdist``). The
+ledger counts across the workers, and a worker that dies mid-test fails the run too.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Ledger:
     collected: int | None = None
     ran: dict[str, str] = field(default_factory=dict)
     crashed: list[str] = field(default_factory=list)
+    died: list[str] = field(default_factory=list)
     finished: int | None = None
 
     @classmethod
@@ -49,6 +50,8 @@ class Ledger:
                 ledger.ran[nodeid] = outcome
             elif word == "crashed":
                 ledger.crashed.append(rest)
+            elif word == "died":
+                ledger.died.append(rest)
             elif word == "finished":
                 ledger.finished = int(rest)
         return ledger
@@ -65,11 +68,11 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
             returncode or 1,
             f"tests: INCOMPLETE: pytest stopped early (exit {returncode}): {counts}",
         )
-    if ledger.crashed:
-        died = ", ".join(ledger.crashed)
+    if ledger.crashed or ledger.died:
+        where = f"running {', '.join(ledger.crashed)}" if ledger.crashed else "between tests"
         return (
             returncode or 1,
-            f"tests: INCOMPLETE: a test process died running {died} (exit {returncode}): {counts}",
+            f"tests: INCOMPLETE: a test worker died {where} (exit {returncode}): {counts}",
         )
     if returncode != 0:
         return returncode, f"tests: FAILED (pytest exit {returncode}): {counts}"
@@ -91,7 +94,9 @@ def parallel_args(argv: list[str], environ: dict[str, str]) -> list[str]:
     count = int(workers) if workers else min(len(os.sched_getaffinity(0)), MAX_WORKERS)
     if count < 2 or importlib.util.find_spec("xdist") is None:
         return []  # pytest-xdist is in the dev extra: without it the run is serial
-    return ["-n", str(count), "--dist", "loadfile"]
+    # in collection order, which tests/conftest.py makes longest files first (xdist's own
+    # order, most tests first, hands out the few-but-long files last: a long tail)
+    return ["-n", str(count), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def main(argv: list[str]) -> int:

@@ -1,8 +1,9 @@
 """scripts/run_tests.py, the test step of ``make test``: green only when every test ran.
 
-Each case runs in one process (``-p no:xdist``) and on two pytest-xdist workers (``-n 2``,
-what ``make test`` does on a machine with two cores or more): there the controller keeps
-the ledger from the workers' reports, and a worker that dies mid-test fails the run.
+The cases run in one process (``-p no:xdist``), and on two pytest-xdist workers (``-n 2``,
+what ``make test`` does on a machine with two cores or more) where xdist changes the path:
+there the controller keeps the ledger from the workers' reports, and a worker that dies
+mid-test fails the run.
 """
 
 from __future__ import annotations
@@ -77,24 +78,15 @@ def test_a_test_that_ends_the_process_fails_the_run_and_says_how_many_ran(
         expected = "INCOMPLETE: pytest stopped early (exit 0): 1 of 4 collected tests ran"
     else:
         expected = (
-            "INCOMPLETE: a test process died running test_suite.py::test_two (exit 1): "
+            "INCOMPLETE: a test worker died running test_suite.py::test_two (exit 1): "
             "3 of 4 collected tests ran"
         )
     assert expected in result.stdout, result.stdout
 
 
-def test_a_complete_green_run_passes_and_says_so(tmp_path: Path) -> None:
-    """Four tests that pass: exit 0, pytest's summary, and every collected test counted (on
-    xdist: the runner's default, below)."""
-    result = run_suite(tmp_path, "assert True", "serial")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 passed" in result.stdout
-    assert "tests: complete: 4 of 4 collected tests ran" in result.stdout
-
-
-def test_a_failing_test_fails_the_run(tmp_path: Path, mode: str) -> None:
+def test_a_failing_test_fails_the_run(tmp_path: Path) -> None:
     """pytest's own failure status comes through, with the counts."""
-    result = run_suite(tmp_path, "assert False", mode)
+    result = run_suite(tmp_path, "assert False", "serial")
     assert result.returncode == 1, result.stdout
     assert "tests: FAILED (pytest exit 1): 4 of 4 collected tests ran" in result.stdout
 
@@ -107,17 +99,20 @@ def test_a_run_killed_by_a_signal_fails(tmp_path: Path) -> None:
     assert "1 of 4 collected tests ran" in result.stdout
 
 
-def test_the_runner_spreads_the_suite_over_the_cores_unless_told(tmp_path: Path) -> None:
-    """``make test`` runs on every core (at most 4) with no arguments about it; on one core,
-    or with ``TEST_WORKERS=1``, in one process."""
+def test_a_complete_green_run_passes_and_says_so_on_every_core_or_on_one(
+    tmp_path: Path,
+) -> None:
+    """Four tests that pass: exit 0, pytest's summary, and every collected test counted;
+    with no arguments about it the runner uses every core (at most 4), and with
+    ``TEST_WORKERS=1`` (or on one core) one process."""
     cores = len(os.sched_getaffinity(0))
-    result = run_suite(tmp_path, "assert True", "default")
-    assert "tests: complete: 4 of 4 collected tests ran" in result.stdout, result.stdout
     workers = min(cores, 4)
-    assert (f"tests: on {workers} pytest-xdist workers" in result.stdout) == (cores >= 2), (
-        result.stdout
-    )
-    assert "4 passed" in result.stdout
-    serial = run_suite(tmp_path, "assert True", "default", TEST_WORKERS="1")
-    assert "tests: complete: 4 of 4 collected tests ran" in serial.stdout, serial.stdout
-    assert "pytest-xdist workers" not in serial.stdout, serial.stdout
+    for environ in ({}, {"TEST_WORKERS": "1"}):
+        result = run_suite(tmp_path, "assert True", "default", **environ)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "4 passed" in result.stdout, result.stdout
+        assert "tests: complete: 4 of 4 collected tests ran" in result.stdout, result.stdout
+        parallel = cores >= 2 and not environ
+        assert (f"tests: on {workers} pytest-xdist workers" in result.stdout) == parallel, (
+            result.stdout
+        )
