@@ -26,7 +26,8 @@ run: $(STAMP)
 
 ## The whole test suite: formatting, lint, types, then pytest (slow tests included).
 ## scripts/run_tests.py fails the run unless every collected test ran (a test process
-## ended early by os._exit or a signal fails it too, and it says how many ran).
+## ended early by os._exit or a signal fails it too, and it says how many ran). It runs on
+## every core (pytest-xdist, up to 4 workers); TEST_WORKERS=1 runs it in one process.
 test: $(STAMP) check
 	$(BIN)/python scripts/run_tests.py $(PYTEST_ARGS)
 

@@ -6,21 +6,32 @@ signal leaves what it had done:
 
     collected N          after collection and deselection: the tests that should run
     ran NODEID OUTCOME   once per test, when its teardown has been reported
+    crashed NODEID       a test whose process died while running it (pytest-xdist)
+    died WORKER          a pytest-xdist worker that ended abnormally, mid-test or not
     finished STATUS      at the end of a session that ended normally
 
 A ledger without its ``finished`` line is a run that stopped early, whatever status the
 process ended with; one with fewer ``ran`` lines than ``collected`` is a short run.
+
+Under pytest-xdist (``-n``) only the controller keeps the ledger: the workers it starts
+inherit ``PYTEST_LEDGER_OWNER`` and write nothing. The controller collects nothing
+itself: ``collected`` is the count the first worker reports (every worker collects the
+same tests, or xdist stops the run), ``ran`` lines come from the reports the workers
+send, and a worker that dies (``os._exit``, a signal) gives a ``died`` line, and a
+``crashed`` line and no ``ran`` line for the test it was running; xdist starts a new
+worker for the rest, and the run still fails.
 """
 
 from __future__ import annotations
 
 import os
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
 _ledger: IO[str] | None = None
 _outcomes: dict[str, str] = {}
+_collected_written = False
 
 
 def _write(line: str) -> None:
@@ -40,6 +51,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     _write(f"collected {len(session.items)}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    global _collected_written
+    if not _collected_written:  # a worker started again after a crash collects again
+        _collected_written = True
+        _write(f"collected {len(ids)}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    _write(f"crashed {crashitem.replace(' ', '_')}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object | None) -> None:
+    if error is not None:
+        _write(f"died {getattr(node.gateway, 'id', node)}")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -8,10 +8,17 @@ test that calls ``os._exit(0)`` ends pytest with status 0 and most of the suite 
 this exits non-zero when pytest failed, when the ledger has no ``finished`` line (the
 session never ended normally), or when fewer tests ran than were collected, and it says
 how many ran of how many collected.
+
+The tests run on every core (up to 4; ``TEST_WORKERS=N`` chooses, ``1`` runs them in one
+process): ``-n N --dist loadfile --no-loadscope-reorder`` of pytest-xdist, each test file
+on one worker so that its module fixtures are made once, the files handed out in their
+collection order, unless the arguments choose (``-n``, ``--dist``, ``-p no:xdist``). The
+ledger counts across the workers, and a worker that dies mid-test fails the run too.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 class Ledger:
     collected: int | None = None
     ran: dict[str, str] = field(default_factory=dict)
+    crashed: list[str] = field(default_factory=list)
+    died: list[str] = field(default_factory=list)
     finished: int | None = None
 
     @classmethod
@@ -39,6 +48,10 @@ class Ledger:
             elif word == "ran":
                 nodeid, _, outcome = rest.rpartition(" ")
                 ledger.ran[nodeid] = outcome
+            elif word == "crashed":
+                ledger.crashed.append(rest)
+            elif word == "died":
+                ledger.died.append(rest)
             elif word == "finished":
                 ledger.finished = int(rest)
         return ledger
@@ -55,6 +68,12 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
             returncode or 1,
             f"tests: INCOMPLETE: pytest stopped early (exit {returncode}): {counts}",
         )
+    if ledger.crashed or ledger.died:
+        where = f"running {', '.join(ledger.crashed)}" if ledger.crashed else "between tests"
+        return (
+            returncode or 1,
+            f"tests: INCOMPLETE: a test worker died {where} (exit {returncode}): {counts}",
+        )
     if returncode != 0:
         return returncode, f"tests: FAILED (pytest exit {returncode}): {counts}"
     if ran < ledger.collected:
@@ -62,14 +81,48 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
     return 0, f"tests: complete: {counts}"
 
 
+MAX_WORKERS = 4
+"""Past this many workers the suite's few long test files decide its wall time anyway."""
+
+
+def parallel_args(argv: list[str], environ: dict[str, str]) -> list[str]:
+    """The pytest-xdist arguments this run adds to ``argv``: none when it chooses itself."""
+    chosen = ("-n", "--numprocesses", "--dist", "-d", "no:xdist")
+    if any(a.startswith(chosen) or a == "xdist" for a in argv):
+        return []
+    workers = environ.get("TEST_WORKERS", "")
+    count = int(workers) if workers else min(len(os.sched_getaffinity(0)), MAX_WORKERS)
+    if count < 2 or importlib.util.find_spec("xdist") is None:
+        return []  # pytest-xdist is in the dev extra: without it the run is serial
+    # in collection order, which tests/conftest.py makes longest files first (xdist's own
+    # order, most tests first, hands out the few-but-long files last: a long tail)
+    return ["-n", str(count), "--dist", "loadfile", "--no-loadscope-reorder"]
+
+
 def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="pytest-ledger-") as tmp:
         path = Path(tmp) / "ledger"
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_LEDGER_OWNER"}
         env["PYTEST_LEDGER"] = str(path)
+        # the suite starts hundreds of Python processes: without a bytecode cache each one
+        # compiles codechunkd again, and each xdist worker re-rewrites every test module
+        # (__pycache__ is ignored by git)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        parallel = parallel_args(argv, env)
+        if parallel:
+            print(f"tests: on {parallel[1]} pytest-xdist workers, a file each", flush=True)
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "pytest_ledger", *argv], env=env
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "pytest_ledger",
+                *parallel,
+                *argv,
+            ],
+            env=env,
         )
         code, line = verdict(Ledger.read(path), proc.returncode)
     print(line, flush=True)

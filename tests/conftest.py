@@ -31,8 +31,28 @@ GIT_ENV = {
 }
 
 
+LONGEST_FILES = (
+    "tests/pipeline/test_crash.py",
+    "tests/storage/test_damage.py",
+    "tests/pipeline/test_ray.py",
+    "tests/test_mcp.py",
+    "tests/daemon/test_control_load.py",
+    "tests/chunking/test_grammar_fuzz.py",
+    "tests/daemon/test_service.py",
+    "tests/storage/test_object_store.py",
+)
+"""The test files that take longest (``--durations``), run first, in this order: on
+pytest-xdist workers (``make test``), where each file runs on one worker, a long file
+handed out last would keep one worker busy while the other has nothing left to do. Only
+the order of files changes, never the order within one; a stale list costs balance only."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``torch`` need the torch extra: skipped on the default (torch-free) install."""
+    """The longest files first (``LONGEST_FILES``); tests marked ``torch`` need the torch
+    extra: skipped on the default (torch-free) install."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    root = config.rootpath
+    items.sort(key=lambda item: rank.get(item.path.relative_to(root).as_posix(), len(rank)))
     if importlib.util.find_spec("torch") is not None:
         return
     skip = pytest.mark.skip(reason="needs the torch extra (make test-torch)")
@@ -215,6 +235,16 @@ def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from codechunkd.embedding.onnx_export import export_model
 
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one export per run, not per worker: the first worker makes it in the run's
+        # directory (the workers' parent), under a lock; each copies it into its own
+        import fcntl
+
+        shared = tmp_path_factory.getbasetemp().parent / "onnx-models"
+        with (shared.parent / "onnx-models.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            export_model(EmbeddingSettings(onnx_dir=str(shared)))
+        shutil.copytree(shared, onnx_dir, dirs_exist_ok=True)
     return export_model(EmbeddingSettings(onnx_dir=str(onnx_dir)))
 
 

@@ -1,4 +1,10 @@
-"""scripts/run_tests.py, the test step of ``make test``: green only when every test ran."""
+"""scripts/run_tests.py, the test step of ``make test``: green only when every test ran.
+
+The cases run in one process (``-p no:xdist``), and on two pytest-xdist workers (``-n 2``,
+what ``make test`` does on a machine with two cores or more) where xdist changes the path:
+there the controller keeps the ledger from the workers' reports, and a worker that dies
+mid-test fails the run.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "scripts" / "run_tests.py"
@@ -26,13 +34,31 @@ def test_four():
     assert True
 """
 
+MODES = {"serial": ["-p", "no:xdist"], "xdist": ["-n", "2"], "default": []}
 
-def run_suite(tmp_path: Path, two: str) -> subprocess.CompletedProcess[str]:
+
+@pytest.fixture(params=["serial", "xdist"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def run_suite(
+    tmp_path: Path, two: str, mode: str, **environ: str
+) -> subprocess.CompletedProcess[str]:
     """The runner on a scratch suite of four tests whose second one does ``two``."""
-    (tmp_path / "test_scratch.py").write_text(SUITE.format(two=two))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    (tmp_path / "test_suite.py").write_text(SUITE.format(two=two))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TEST_WORKERS"))}
+    env.update(environ)
     return subprocess.run(
-        [sys.executable, str(RUNNER), "-q", "-p", "no:cacheprovider", "test_scratch.py"],
+        [
+            sys.executable,
+            str(RUNNER),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *MODES[mode],
+            "test_suite.py",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -42,33 +68,51 @@ def run_suite(tmp_path: Path, two: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_test_that_ends_the_process_fails_the_run_and_says_how_many_ran(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
-    """pytest itself exits 0 here: the runner must not."""
-    result = run_suite(tmp_path, "os._exit(0)")
+    """pytest itself exits 0 here (in one process): the runner must not. On xdist the
+    worker dies, a new one runs the rest, and the run still fails, naming the test."""
+    result = run_suite(tmp_path, "os._exit(0)", mode)
     assert result.returncode != 0, result.stdout
-    assert "INCOMPLETE: pytest stopped early (exit 0): 1 of 4 collected tests ran" in (
-        result.stdout
-    ), result.stdout
-
-
-def test_a_complete_green_run_passes_and_says_so(tmp_path: Path) -> None:
-    """Four tests that pass: exit 0, pytest's summary, and every collected test counted."""
-    result = run_suite(tmp_path, "assert True")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 passed" in result.stdout
-    assert "tests: complete: 4 of 4 collected tests ran" in result.stdout
+    if mode == "serial":
+        expected = "INCOMPLETE: pytest stopped early (exit 0): 1 of 4 collected tests ran"
+    else:
+        expected = (
+            "INCOMPLETE: a test worker died running test_suite.py::test_two (exit 1): "
+            "3 of 4 collected tests ran"
+        )
+    assert expected in result.stdout, result.stdout
 
 
 def test_a_failing_test_fails_the_run(tmp_path: Path) -> None:
     """pytest's own failure status comes through, with the counts."""
-    result = run_suite(tmp_path, "assert False")
+    result = run_suite(tmp_path, "assert False", "serial")
     assert result.returncode == 1, result.stdout
     assert "tests: FAILED (pytest exit 1): 4 of 4 collected tests ran" in result.stdout
 
 
 def test_a_run_killed_by_a_signal_fails(tmp_path: Path) -> None:
-    """A test process killed by SIGKILL fails the run as incomplete."""
-    result = run_suite(tmp_path, "os.kill(os.getpid(), 9)")
+    """A test process killed by SIGKILL fails the run as incomplete (on xdist a killed
+    worker is the crash above)."""
+    result = run_suite(tmp_path, "os.kill(os.getpid(), 9)", "serial")
     assert result.returncode != 0
     assert "1 of 4 collected tests ran" in result.stdout
+
+
+def test_a_complete_green_run_passes_and_says_so_on_every_core_or_on_one(
+    tmp_path: Path,
+) -> None:
+    """Four tests that pass: exit 0, pytest's summary, and every collected test counted;
+    with no arguments about it the runner uses every core (at most 4), and with
+    ``TEST_WORKERS=1`` (or on one core) one process."""
+    cores = len(os.sched_getaffinity(0))
+    workers = min(cores, 4)
+    for environ in ({}, {"TEST_WORKERS": "1"}):
+        result = run_suite(tmp_path, "assert True", "default", **environ)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "4 passed" in result.stdout, result.stdout
+        assert "tests: complete: 4 of 4 collected tests ran" in result.stdout, result.stdout
+        parallel = cores >= 2 and not environ
+        assert (f"tests: on {workers} pytest-xdist workers" in result.stdout) == parallel, (
+            result.stdout
+        )
