@@ -236,7 +236,9 @@ def index_slice(job: _Job, versions: Sequence[FileVersion], write: bool) -> _Don
     report = SyncReport()
     rows = syncer.index_files(GitSource(job.path, ref=job.ref), versions, report)
     vectors = (
-        {c.embed_hash: c.vector for f in rows for c in f.chunks} if here != job.driver_node else {}
+        {c.embed_hash: c.vector for f in rows for c in f.chunks if c.vector is not None}
+        if here != job.driver_node
+        else {}
     )
     if not write:
         return _Done(report=report, rows=rows, written=None, vectors=vectors)
