@@ -148,9 +148,9 @@ def server() -> Iterator[StallingServer]:
 class _Writer:
     """A real Syncer over the server's embedder, on a real index directory."""
 
-    def __init__(self, index_dir: Path, url: str) -> None:
+    def __init__(self, index_dir: Path, url: str, **extra: str) -> None:
         self.settings: Settings = load_settings(
-            env=_env(url), overrides={"index.dir": str(index_dir)}
+            env={**_env(url), **extra}, overrides={"index.dir": str(index_dir)}
         )
         paths = IndexPaths.of(self.settings)
         self.store = IndexStore(paths.uri, state_file=paths.state_file)
@@ -323,3 +323,19 @@ def test_a_40_file_repository_gets_its_source_searchable_before_its_docs(
     for paths in seen:
         assert not (paths & docs) or source <= paths, sorted(paths)
     assert seen[-1] >= source | docs
+
+
+def test_the_vector_index_is_trained_on_vectors_only(
+    repo: Repo, index_dir: Path, server: StallingServer
+) -> None:
+    """With a vector index due at 4 rows, the text-first write (no vectors yet) trains none;
+    the fill's upkeep trains it once vectors are there, and the sync ends complete."""
+    _repository(repo)
+    w = _Writer(index_dir, server.url, CODECHUNKD_INDEX_VECTOR_INDEX_ROWS="4")
+    try:
+        w.syncer.sync(GitSource(repo.path))
+        assert w.store.has_vector_index()
+        assert coverage(w.store).complete
+        assert verify(w.settings, w.store, GitSource(repo.path)).ok
+    finally:
+        w.close()

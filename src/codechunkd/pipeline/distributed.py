@@ -55,7 +55,8 @@ from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
-from codechunkd.pipeline.sync import Progress, Syncer, SyncReport, _Meter
+from codechunkd.pipeline.progress import Progress, _Meter
+from codechunkd.pipeline.sync import Syncer, SyncReport
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore

@@ -6,7 +6,8 @@ holds and NULL for the others (``storage/coverage.py``): the whole repository an
 by full text within seconds, before the model has embedded anything. ``VectorFill``
 then embeds the rest, in the order the files were written (``pipeline/order.py``),
 puts each slice in the embedding cache as soon as it is computed (a kill loses one
-slice) and sets the vectors in the table every ``FILL_COMMIT_S`` seconds.
+slice) and sets the vectors in the table every ``FILL_COMMIT_S`` seconds. Its ETA counts
+the work left in tokens (capped at the model's window) at the measured rate.
 
 The fill reads what is left from the table itself, so the same code finishes the
 work of an interrupted run at the next start: a crash at any point loses nothing
@@ -18,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +37,9 @@ FILL_COMMIT_S = 5.0
 """Vectors computed are set in the table at most this often (and after the first slice, and
 at the end): each commit
 rewrites its rows and adds a full-text delta, so one per slice would pile up thousands."""
+COMMIT_SHARE = 8
+"""A commit that took c seconds is followed by at least ``COMMIT_SHARE * c`` of embedding: the
+commits cost at most about an eighth of the fill (on a busy 2-core machine, 1.5 s each)."""
 
 
 @dataclass(slots=True)
@@ -49,9 +54,10 @@ class FillReport:
     """Distinct texts the model embedded."""
     texts: int = 0
     """Distinct texts to embed (the cache held none of them)."""
-    bytes_total: int = 0
-    """Their size: the work left is measured in bytes of text, not in files."""
-    bytes_done: int = 0
+    work_total: int = 0
+    """Their work: tokens, each text's capped at the model's window (what the model runs
+    on; a text's tail past the window costs nothing), not files."""
+    work_done: int = 0
     set_rows: int = 0
     """Rows whose vectors are set in the table so far."""
     commits: int = 0
@@ -60,14 +66,14 @@ class FillReport:
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at the measured rate (bytes of text per second), once it is stable:
-        from 5% of the bytes and two slices on; None before."""
-        if self.texts == 0 or self.bytes_done >= self.bytes_total:
+        """Seconds left at the measured rate (tokens per second), once it is stable: from 5%
+        of the work and two slices on; None before."""
+        if self.texts == 0 or self.work_done >= self.work_total:
             return 0.0 if self.texts == 0 or self.embedded >= self.texts else None
-        if self.bytes_done < 0.05 * self.bytes_total or self.embedded < 2 or not self.embed_seconds:
+        if self.work_done < 0.05 * self.work_total or self.embedded < 2 or not self.embed_seconds:
             return None
-        rate = self.bytes_done / self.embed_seconds
-        return (self.bytes_total - self.bytes_done) / rate
+        rate = self.work_done / self.embed_seconds
+        return (self.work_total - self.work_done) / rate
 
 
 Checked = Callable[[npt.NDArray[np.float32], int], None]
@@ -83,6 +89,7 @@ class VectorFill:
         cache: EmbeddingCache,
         *,
         batch_size: int,
+        window: int = 256,
         check: Checked,
         upkeep: Callable[[], object],
         before_commit: Callable[[], None] = lambda: None,
@@ -91,6 +98,7 @@ class VectorFill:
         self.embedder = embedder
         self.cache = cache
         self.step = max(1, batch_size)
+        self.window = max(1, window)
         self.check = check
         self.upkeep = upkeep
         self.before_commit = before_commit
@@ -112,7 +120,7 @@ class VectorFill:
         model, dim = self.embedder.model_id, self.embedder.dimension
         cached = self.cache.get_many(model, {r["embed_hash"] for r in left}, dim)
         pending: dict[str, npt.NDArray[np.float32]] = {}  # row id -> vector, not yet set
-        todo: list[dict[str, object]] = []
+        todo: list[dict[str, Any]] = []
         for r in left:
             vec = cached.get(str(r["embed_hash"]))
             if vec is None:
@@ -127,11 +135,14 @@ class VectorFill:
         for r in todo:
             rows_of.setdefault(str(r["embed_text"]), []).append(str(r["id"]))
         report.texts = len(texts)
-        report.bytes_total = sum(len(t.encode()) for t in texts)
+        work = {str(r["embed_text"]): min(int(r["token_count"] or 1), self.window) for r in todo}
+        report.work_total = sum(work[t] for t in texts)
+        on_slice(report)  # the fill has begun: status says so before the model loads
         if texts:
             load()
         hashes = {str(r["embed_text"]): str(r["embed_hash"]) for r in todo}
         committed_at = began = time.monotonic()
+        interval = FILL_COMMIT_S
         for start in range(0, len(texts), self.step):
             part = texts[start : start + self.step]
             vectors = self.embedder.embed(part)
@@ -139,16 +150,19 @@ class VectorFill:
             self.cache.put_many(model, {hashes[t]: vectors[j] for j, t in enumerate(part)})
             crashpoint("fill.slice_cached")
             report.embedded += len(part)
-            report.bytes_done += sum(len(t.encode()) for t in part)
+            report.work_done += sum(work[t] for t in part)
             report.embed_seconds = time.monotonic() - began
             for j, t in enumerate(part):
                 for rid in rows_of[t]:
                     pending[rid] = vectors[j]
             # the first slice at once (the first files' vectors join search soonest), then
             # every FILL_COMMIT_S
-            if start == 0 or time.monotonic() - committed_at >= FILL_COMMIT_S:
+            if start == 0 or time.monotonic() - committed_at >= interval:
+                began_commit = time.monotonic()
                 self._commit(pending, report)
                 committed_at = time.monotonic()
+                # commits (a rewrite and a full-text delta) take at most ~1/COMMIT_SHARE
+                interval = max(FILL_COMMIT_S, (committed_at - began_commit) * COMMIT_SHARE)
             on_slice(report)
         self._commit(pending, report)
         log.info(

@@ -47,6 +47,9 @@ from codechunkd.pipeline.fill import FillReport, VectorFill
 from codechunkd.pipeline.order import Rank, ordered, ranker
 from codechunkd.pipeline.order import order_rank as order_rank  # re-exported
 from codechunkd.pipeline.prepare import Prepared, prepare_file
+from codechunkd.pipeline.progress import Progress as Progress  # re-exported
+from codechunkd.pipeline.progress import SyncProgress as SyncProgress  # re-exported
+from codechunkd.pipeline.progress import _Meter
 from codechunkd.pipeline.workers import ChunkPool, chunk_workers
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.coverage import coverage
@@ -191,76 +194,6 @@ class Chunked:
     chunks: list[Chunk]
     skip_reason: str | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncProgress:
-    """Where a running sync is: reported after each embedded slice and each committed batch."""
-
-    files_done: int
-    """Files written (committed, or waiting in the batch being embedded); a text-first write
-    commits them without their vectors, which the fill then sets (``fill_*``)."""
-    files_total: int
-    """Files to index plus paths to delete in this sync."""
-    chunks: int
-    """Chunks written to the table so far."""
-    vectors: int = 0
-    """Of them (and of those an interrupted run left), chunks whose vector is in the table."""
-    embedded: int
-    """Chunks whose vectors were computed so far."""
-    reused: int
-    """Chunks whose vectors came from the cache so far."""
-    seconds: float
-    """Since the sync started."""
-    activity: str = "indexing"
-    """``indexing``, ``loading the model`` (a first run exports it and calibrates threads),
-    or ``filling vectors`` (``pipeline/fill.py``)."""
-    activity_s: float = 0.0
-    """Seconds the activity has lasted (a model load shows its elapsed time)."""
-    fill_texts: int = 0
-    """Texts the fill has to embed; ``fill_embedded`` of them are done."""
-    fill_embedded: int = 0
-    fill_eta: float | None = None
-    """The fill's ETA from the bytes of text left (``FillReport.eta_s``)."""
-
-    @property
-    def rate(self) -> float:
-        """Chunks with vectors (embedded or reused) per second."""
-        return (self.embedded + self.reused) / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the pace so far (by files; a fill: by bytes of text left, once
-        stable); None before it is known."""
-        if self.activity == "filling vectors" or self.fill_texts:
-            return self.fill_eta
-        if not self.files_done or self.seconds <= 0:
-            return None
-        return self.seconds / self.files_done * max(0, self.files_total - self.files_done)
-
-    def as_dict(self) -> dict[str, object]:
-        eta = self.eta_s
-        return {
-            "files_done": self.files_done,
-            "files_total": self.files_total,
-            "chunks": self.chunks,
-            "vectors": self.vectors,
-            "embedded": self.embedded,
-            "reused": self.reused,
-            "seconds": round(self.seconds, 1),
-            "chunks_per_second": round(self.rate, 1),
-            "eta_s": round(eta) if eta is not None else None,
-            "activity": self.activity,
-            "activity_s": round(self.activity_s, 1),
-            "fill_texts": self.fill_texts,
-            "fill_embedded": self.fill_embedded,
-        }
-
-
-Progress = Callable[[SyncProgress], None]
-"""Called with each new ``SyncProgress`` (on the syncing thread: keep it quick)."""
-
-PROGRESS_LOG_S = 5.0
-"""At most one ``progress`` log line this often (a cold index logs its pace, not each file)."""
 
 SEED_RETRY_S = 300.0
 """A seed that could not be used is tried again after this long (a daemon outlives outages)."""
@@ -408,6 +341,7 @@ class Syncer:
             self.embedder,
             self.cache,
             batch_size=self.settings.embedding.batch_size,
+            window=self.settings.embedding.max_seq_length,
             check=self._check_vectors,
             upkeep=self.upkeep,
             before_commit=self._still_writer,
@@ -476,6 +410,10 @@ class Syncer:
         if self.store.has_vector_index():
             return False
         rows = self.store.rows()
+        if rows < self.settings.index.vector_index_rows:
+            return False
+        # trained on vectors only: rows written text first have none yet (storage/coverage.py)
+        rows = coverage(self.store).vectors
         if rows < self.settings.index.vector_index_rows:
             return False
         t0 = time.monotonic()
@@ -953,55 +891,3 @@ class Syncer:
         log.warning("seed_skipped", seed=self.settings.index.seed, reason=reason)
         self._seed, self._seed_failed_at = None, time.monotonic()
         self.seed_problem = report.seed_skipped = reason
-
-
-class _Meter:
-    """Turns a sync's counts into ``SyncProgress`` for the caller, and a log line every
-    ``PROGRESS_LOG_S`` at most."""
-
-    def __init__(self, total: int, report: SyncReport, progress: Progress | None) -> None:
-        self.total = total
-        self.report_ = report
-        self.progress = progress
-        self.started = time.monotonic()
-        self.logged_at = self.started
-        self.done = 0
-        self.activity = ("indexing", self.started)
-        self.fill: FillReport | None = None
-
-    def report_within(self, before: int, files_ready: int) -> None:
-        """Progress inside a batch: ``before`` files committed, ``files_ready`` more embedded."""
-        self.report(before + files_ready)
-
-    def report_fill(self, fill: FillReport) -> None:
-        """Progress of the fill that follows a text-first write (every file is written)."""
-        self.fill = fill
-        self.report(self.total, "filling vectors")
-
-    def report(self, files_done: int | None, activity: str = "indexing") -> None:
-        """``files_done`` None: as last reported (a model load between two phases)."""
-        now = time.monotonic()
-        r = self.report_
-        self.done = self.done if files_done is None else min(files_done, self.total)
-        if activity != self.activity[0]:
-            self.activity = (activity, now)
-        fill = self.fill
-        p = SyncProgress(
-            files_done=self.done,
-            files_total=self.total,
-            chunks=r.chunks,
-            vectors=r.chunks - r.vectorless + (fill.set_rows if fill else 0),
-            embedded=r.embedded,
-            reused=r.reused + r.seeded,
-            seconds=now - self.started,
-            activity=activity,
-            activity_s=now - self.activity[1],
-            fill_texts=fill.texts if fill else 0,
-            fill_embedded=fill.embedded if fill else 0,
-            fill_eta=fill.eta_s if fill else None,
-        )
-        if self.progress is not None:
-            self.progress(p)
-        if now - self.logged_at >= PROGRESS_LOG_S:
-            self.logged_at = now
-            log.info("progress", repo=r.repo, **p.as_dict())

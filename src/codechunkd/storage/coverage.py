@@ -67,8 +67,10 @@ def coverage(store: IndexStore, source: str | None = None) -> Coverage:
 
 
 def vectorless(store: IndexStore, source: str) -> pa.Table:
-    """``id, path, embed_text, embed_hash`` of the rows of ``source`` without a vector."""
-    return store.scan_chunks(_where(source, VECTORLESS), ["id", "path", "embed_text", "embed_hash"])
+    """``id, path, embed_text, embed_hash, token_count`` of the rows of ``source`` without
+    a vector."""
+    columns = ["id", "path", "embed_text", "embed_hash", "token_count"]
+    return store.scan_chunks(_where(source, VECTORLESS), columns)
 
 
 def fill_vectors(
