@@ -243,14 +243,16 @@ class _ProgressBar:
 
         self.last = p
         now = time.monotonic()
-        finished = p.files_done >= p.files_total
-        if not self.enabled or p.files_total == 0 or (now - self._drawn_at < 0.2 and not finished):
+        filling = p.activity == "filling vectors"
+        done, total = (p.fill_embedded, p.fill_texts) if filling else (p.files_done, p.files_total)
+        finished = done >= total and (filling or p.activity == "indexing")
+        if not self.enabled or total == 0 or (now - self._drawn_at < 0.2 and not finished):
             return
         self._drawn_at = now
-        if p.activity != "indexing":
+        if p.activity == "loading the model":
             line = f"{p.activity} (a first run exports it and measures the threads)..."
         else:
-            filled = int(20 * p.files_done / p.files_total)
+            filled = int(20 * done / total)
             line = f"[{'#' * filled}{'-' * (20 - filled)}] {progress_text(p.as_dict())}"
         sys.stderr.write("\r" + line.ljust(self._width))
         self._width = len(line)

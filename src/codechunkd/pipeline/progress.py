@@ -6,14 +6,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from codechunkd.pipeline.fill import FillReport
 
-if TYPE_CHECKING:
-    from codechunkd.pipeline.sync import SyncReport
+
+class Counts(Protocol):
+    """What the meter reads of a sync's report (``pipeline.sync.SyncReport``)."""
+
+    repo: str
+    chunks: int
+    vectorless: int
+    embedded: int
+    reused: int
+    seeded: int
 
 log = structlog.get_logger("codechunkd.sync")
 
@@ -93,7 +101,7 @@ class _Meter:
     """Turns a sync's counts into ``SyncProgress`` for the caller, and a log line every
     ``PROGRESS_LOG_S`` at most."""
 
-    def __init__(self, total: int, report: SyncReport, progress: Progress | None) -> None:
+    def __init__(self, total: int, report: Counts, progress: Progress | None) -> None:
         self.total = total
         self.report_ = report
         self.progress = progress
