@@ -86,3 +86,28 @@ def test_a_cold_daemon_answers_from_the_text_before_the_first_vector(
 
     assert run_service(service, drive) == 0
     assert "vectors" in str(seen["line"]), seen
+
+
+def test_a_query_gives_up_its_turn_while_the_model_is_held(server: StallingServer) -> None:
+    """The shared model held by the writer (its request held by the server, as a model load
+    holds it): a query's turn gives up (``ModelBusy``) instead of waiting, the writer's
+    slice is not disturbed, and once the model is free a query gets its vector."""
+    from codechunkd.daemon.answer import ModelBusy
+    from codechunkd.daemon.service import LockedEmbedder
+    from codechunkd.embedding.embedder import make_embedder
+
+    locked = LockedEmbedder(make_embedder(load_settings().embedding))
+    server.stall.set()
+    done: list[object] = []
+    writer = threading.Thread(target=lambda: done.append(locked.embed(["a slice"] * 4)))
+    writer.start()
+    try:
+        wait_for(lambda: server.held >= 1, "the writer's slice held by the server")
+        with pytest.raises(ModelBusy):
+            locked.embed_within(["a query"], 0.2)
+    finally:
+        server.stall.clear()
+        server.release.set()
+        writer.join(timeout=60)
+    assert done and len(done[0]) == 4  # type: ignore[arg-type]
+    assert locked.embed_within(["a query"], 60).shape == (1, 8)
