@@ -339,3 +339,35 @@ def test_the_vector_index_is_trained_on_vectors_only(
         assert verify(w.settings, w.store, GitSource(repo.path)).ok
     finally:
         w.close()
+
+
+def test_a_chunk_without_its_vector_keeps_its_text_rank_in_hybrid_search(
+    repo: Repo, writer: _Writer
+) -> None:
+    """Half-filled: the vendored file's rows lose their vectors (as before their fill), the
+    others keep theirs; a query whose words only that file holds still ranks it first in
+    hybrid search, not below every chunk that has a vector."""
+    import pyarrow as pa
+
+    _repository(repo)
+    writer.syncer.sync(GitSource(repo.path))
+    rows = writer.store.select("path = 'vendor/lib/last.py'", ["id"])
+    assert rows
+    flat = pa.array(np.zeros(len(rows) * DIM, np.float32))
+    table = pa.table(
+        {
+            "id": pa.array([r["id"] for r in rows], pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(
+                flat, DIM, mask=pa.array([True] * len(rows))
+            ),
+            "embedding_model": pa.array([None] * len(rows), pa.string()),
+        }
+    )
+    tbl = writer.store.chunks_table()
+    tbl.merge_insert("id").when_matched_update_all().execute(table, on_bad_vectors="null")
+    writer.store.index_text()
+    cov = coverage(writer.store)
+    assert 0 < cov.vectors < cov.chunks, cov
+    query = "vendored helper step"  # every module matches "step": ranked by text too
+    hits = Searcher(writer.store).search(query, np.asarray(_vector(query), np.float32))
+    assert _paths(hits)[:1] == ["vendor/lib/last.py"], _paths(hits)
