@@ -7,8 +7,12 @@ socket owned by this script, as systemd would.  Printed:
 
 - time to ``READY=1`` (systemd's start-up timeout must cover only this);
 - time to the first search answer (through the control socket; ``partial``);
-- time to ready (every source fresh: the first index done);
-- chunks, embedded, and chunks/s of the first index.
+- time until every file is text-searchable (every file's rows written: the fill of the
+  vectors begins, ``progress.activity``);
+- time to ready (every source fresh: the first index done, every chunk with its vector);
+- chunks, embedded, and chunks/s of the first index;
+- the ETA status gave during the fill against the time that was actually left, from 10%
+  of the embedding work on (``--timeout`` cuts a long run: coverage is printed instead).
 
 No assertion: figures to compare across changes.  The model export and thread
 calibration are included when the ONNX directory is empty (``--fresh-model``).
@@ -87,7 +91,8 @@ def main() -> None:
             stderr=(tmp / "daemon.log").open("wb"),
             env=env,
         )
-        ready_at = answer_at = useful_at = done_at = None
+        ready_at = answer_at = useful_at = done_at = text_at = None
+        etas: list[tuple[float, float, float]] = []  # (time, ETA, share of the fill done)
         partial: Any = None
         useful: Any = None
         doc: dict[str, Any] = {}
@@ -116,8 +121,17 @@ def main() -> None:
                 except DaemonUnavailable:
                     continue
                 src = (doc.get("sources") or [{}])[0]
+                now = time.monotonic() - t0
+                p = src.get("progress") or {}
+                if text_at is None and (
+                    p.get("activity", "indexing") != "indexing" or src.get("fresh")
+                ):
+                    text_at = now
+                if p.get("activity") == "filling vectors" and p.get("eta_s") is not None:
+                    share = p.get("fill_embedded", 0) / max(1, p.get("fill_texts", 0))
+                    etas.append((now, float(p["eta_s"]), share))
                 if doc["daemon"]["state"] == "ready" and src.get("fresh"):
-                    done_at = time.monotonic() - t0
+                    done_at = now
                 time.sleep(0.5)
         finally:
             proc.terminate()
@@ -131,10 +145,32 @@ def main() -> None:
             f"first search answer:    {answer_at:.1f} s (partial: {partial})" if answer_at else ""
         )
         print(f"first answer with hits: {useful_at:.1f} s (partial: {useful})" if useful_at else "")
-        print(f"ready (index complete): {done_at:.1f} s" if done_at else "ready: not reached")
+        print(f"every file text-searchable: {text_at:.1f} s" if text_at else "text: not reached")
+        print(f"ready (every vector):   {done_at:.1f} s" if done_at else "ready: not reached")
+        print(
+            f"coverage at the end:    text {src.get('text_chunks')} · vectors {src.get('vector_chunks')}"
+        )
+        eta_report(etas, done_at)
         if done_at and ready_at:
             rate = chunks / (done_at - ready_at)
             print(f"chunks: {chunks}, {rate:.1f} chunks/s from READY=1 to complete")
+
+
+def eta_report(etas: list[tuple[float, float, float]], done_at: float | None) -> None:
+    """The ETA against the time actually left, from 10% of the fill on."""
+    late = [(t, eta, share) for t, eta, share in etas if share >= 0.10]
+    if not late or done_at is None:
+        print(f"ETA: {len(etas)} readings; none to check (the fill did not finish)")
+        return
+    errors = [(eta - (done_at - t)) / max(1e-9, done_at - t) for t, eta, _ in late]
+    inside = sum(abs(e) <= 0.25 for e in errors)
+    print(
+        f"ETA from 10% of the fill on: {len(late)} readings, {inside} within ±25% of the "
+        f"time left; worst {max(errors, key=abs):+.0%}"
+    )
+    for want in (0.1, 0.25, 0.5, 0.75, 0.9):
+        t, eta, share = min(late, key=lambda r: abs(r[2] - want))
+        print(f"  at {share:4.0%}: ETA {eta:6.0f} s, actually left {done_at - t:6.0f} s")
 
 
 if __name__ == "__main__":

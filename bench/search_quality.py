@@ -50,6 +50,7 @@ from codechunkd.embedding.embedder import make_embedder
 from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.coverage import coverage
 from codechunkd.storage.reader import Index
 from codechunkd.storage.search import Hit, Mode, Searcher
 from codechunkd.storage.store import IndexStore
@@ -306,6 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", action="append", help="only these searches (repeatable)")
     ap.add_argument("--disable", default="", help="ranking rules to switch off (RULE,...)")
     ap.add_argument("--enable", default="", help="opt-in ranking rules to switch on (RULE,...)")
+    ap.add_argument(
+        "--vectors",
+        help="comma-separated shares of chunks that keep their vector, e.g. 1,0.5,0: the report "
+        "at each (the others as a first index leaves them before its fill: text only)",
+    )
     args = ap.parse_args(argv)
     RULES["disable"] = [r for r in args.disable.split(",") if r]
     RULES["enable"] = [r for r in args.enable.split(",") if r]
@@ -363,7 +369,40 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  whole index merged into one: {text_latency_ms(searcher, sample):.1f}")
     index = Index(store, settings, embedder)
     print(f"\nsplit {args.split}: {', '.join(SPLITS[args.split])}; {store.rows()} rows")
-    report(index, queries, args.only)
+    if not args.vectors:
+        report(index, queries, args.only)
+        return
+    for share in sorted((float(v) for v in args.vectors.split(",")), reverse=True):
+        dropped = keep_vectors(store, share)
+        cov = coverage(store)
+        print(f"\n== vectors for {share:.0%} of chunks ({cov.text()}; {dropped} dropped now)")
+        report(index, queries, args.only)
+
+
+def keep_vectors(store: IndexStore, share: float) -> int:
+    """Leave a vector on ``share`` of the rows (chosen by id: the same rows at every share),
+    NULL on the rest, as a text-first write leaves them before its fill; returns rows
+    changed. Shares must come in decreasing order (a dropped vector is not put back)."""
+    import pyarrow as pa
+
+    ids = store.scan_chunks("embedding_model IS NOT NULL", ["id"]).column("id").to_pylist()
+    drop = [i for i in ids if int(i[:8], 16) / 0x1_0000_0000 >= share]
+    if not drop:
+        return 0
+    dim = store.chunks_table().schema.field("vector").type.list_size
+    flat = pa.array(np.zeros(len(drop) * dim, np.float32))
+    mask = pa.array([True] * len(drop))
+    table = pa.table(
+        {
+            "id": pa.array(drop, pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(flat, dim, mask=mask),
+            "embedding_model": pa.array([None] * len(drop), pa.string()),
+        }
+    )
+    tbl = store.chunks_table()
+    tbl.merge_insert("id").when_matched_update_all().execute(table, on_bad_vectors="null")
+    store.index_text()
+    return len(drop)
 
 
 if __name__ == "__main__":

@@ -243,14 +243,16 @@ class _ProgressBar:
 
         self.last = p
         now = time.monotonic()
-        finished = p.files_done >= p.files_total
-        if not self.enabled or p.files_total == 0 or (now - self._drawn_at < 0.2 and not finished):
+        filling = p.activity == "filling vectors"
+        done, total = (p.fill_embedded, p.fill_texts) if filling else (p.files_done, p.files_total)
+        finished = done >= total and (filling or p.activity == "indexing")
+        if not self.enabled or total == 0 or (now - self._drawn_at < 0.2 and not finished):
             return
         self._drawn_at = now
-        if p.activity != "indexing":
+        if p.activity == "loading the model":
             line = f"{p.activity} (a first run exports it and measures the threads)..."
         else:
-            filled = int(20 * p.files_done / p.files_total)
+            filled = int(20 * done / total)
             line = f"[{'#' * filled}{'-' * (20 - filled)}] {progress_text(p.as_dict())}"
         sys.stderr.write("\r" + line.ljust(self._width))
         self._width = len(line)
@@ -471,8 +473,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(
             f"MISMATCH: {report.repo}: {len(report.missing)} rows missing, "
             f"{len(report.extra)} extra, {len(report.stale_files)} stale files, "
-            f"{report.duplicate_ids} duplicate ids, {report.unusable_vectors} unusable vectors"
+            f"{report.duplicate_ids} duplicate ids, {report.unusable_vectors} unusable vectors, "
+            f"{report.vectorless} without a vector yet"
         )
+        if report.vectorless:
+            print("  rows without a vector yet: the next `codechunkd index` (or daemon) fills them")
         if report.unusable_vectors:
             print("  unusable vectors (NaN or all zeros): `codechunkd index --rebuild` embeds them")
         for path in report.stale_files[:20]:
@@ -617,6 +622,18 @@ def _partial_note(partial: dict[str, Any]) -> str:
     return f"partial: {counted} indexed so far (a first index is running; results may be missing)"
 
 
+def _coverage_notes(answer: dict[str, Any] | None) -> list[str]:
+    """``note: ...`` (a search answered without its query vector, and why) and the coverage
+    while it is incomplete (``coverage: text 2,303/2,303 chunks · vectors 412/2,303``)."""
+    if not answer:
+        return []
+    lines = [f"note: {answer['note']}"] if answer.get("note") else []
+    cov = answer.get("coverage") or {}
+    if cov and cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
+        lines.append(f"coverage: {cov.get('text')}")
+    return lines
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     req = _search_request(args)
     _check_language(req.language, _settings(args))
@@ -654,8 +671,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             if child is not None:
                 child.close()
         hits = [h.as_dict() for h in found]
-    if partial:  # stdout keeps its shape (a list under --json): the note goes to stderr
-        (sys.stderr if args.json else sys.stdout).write(_partial_note(partial) + "\n")
+        cov = index.coverage(repo=req.repo)
+        if not cov.complete:
+            answer = {"coverage": {**cov.as_dict(), "text": cov.text()}}
+    out = sys.stderr if args.json else sys.stdout  # stdout keeps its shape under --json
+    if partial:
+        out.write(_partial_note(partial) + "\n")
+    for line in _coverage_notes(answer):
+        out.write(line + "\n")
     if args.json:
         _print_json(hits)
         return 0

@@ -118,17 +118,26 @@ class Backend:
 
     # -- the tools ---------------------------------------------------------------
 
-    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str]:
-        """Hits as ``Hit.as_dict()`` (as ``codechunkd search --json`` prints), and their origin."""
+    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        """Hits as ``Hit.as_dict()`` (as ``codechunkd search --json`` prints), their origin,
+        and what the answer says of itself: ``coverage`` (chunks answering by text and by
+        vector) and a ``note`` when it went without its query vector."""
         if req.repo:
             self.check_repo(req.repo)
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
-            return answer["hits"], "daemon"
+            about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
+            return answer["hits"], "daemon", about
         if isinstance(answer, dict) and answer.get("error"):
             raise ToolError(f"the daemon could not search: {answer['error']}")
-        hits = self.index().run(req)
-        return [h.as_dict() for h in hits], "index"
+        index = self.index()
+        hits = index.run(req)
+        cov = index.coverage(repo=req.repo)
+        return (
+            [h.as_dict() for h in hits],
+            "index",
+            {"coverage": {**cov.as_dict(), "text": cov.text()}},
+        )
 
     def check_repo(self, repo: str) -> None:
         """A repo filter names an indexed repository (state.json: no LanceDB import)."""
@@ -258,10 +267,20 @@ def trim_hits(
 
 
 def render_hits(
-    query: str, hits: Sequence[Mapping[str, Any]], via: str, notes: Sequence[str]
+    query: str,
+    hits: Sequence[Mapping[str, Any]],
+    via: str,
+    notes: Sequence[str],
+    about: Mapping[str, Any] | None = None,
 ) -> str:
     where = "the running daemon" if via == "daemon" else "the index on disk (no daemon running)"
     lines = [f"{len(hits)} hit(s) for {shown(query)}, from {where}."]
+    about = about or {}
+    if about.get("note"):
+        lines.append(f"Note: {about['note']}.")
+    cov = about.get("coverage") or {}
+    if cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
+        lines.append(f"Coverage: {cov.get('text')} (a first index is filling in vectors).")
     if notes:
         lines.append("Trimmed: " + "; ".join(notes) + ".")
     for n, h in enumerate(hits, 1):
@@ -477,10 +496,11 @@ def build_server(backend: Backend) -> MCPServer:
             context=context,
             stale=True,
         )
-        hits, via = backend.search(req)
+        hits, via, about = backend.search(req)
         trimmed, notes = trim_hits(hits, max_chars)
         data = {"query": query, "via": via, "trimmed": bool(notes), "notes": notes, "hits": trimmed}
-        return _result(render_hits(query, trimmed, via, notes), data)
+        data.update(about)
+        return _result(render_hits(query, trimmed, via, notes, about), data)
 
     @tool
     def outline(

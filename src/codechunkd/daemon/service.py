@@ -46,6 +46,7 @@ import structlog
 
 from codechunkd import heap
 from codechunkd.config.settings import Settings
+from codechunkd.daemon.answer import ModelBusy, answer_search
 from codechunkd.daemon.control import (
     ControlServer,
     SourceSpec,
@@ -70,6 +71,7 @@ from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.summarize import Summarizer, SummaryRun, open_summarizer
 from codechunkd.pipeline.sync import Syncer, SyncProgress
 from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.coverage import table_counts
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock, writer_problem
 from codechunkd.storage.store import IndexStore, read_state_file
@@ -112,6 +114,8 @@ class LockedEmbedder:
         self.last_used = clock()
         self.loading = False
         """The writer is loading the model (a first run: export, calibration)."""
+        self.loading_since: float | None = None
+        """When the load began (``clock``), while ``loading``."""
         self.slices = 0
         """Slices (calls to the model) done so far."""
         self.texts_per_s = 0.0
@@ -140,15 +144,21 @@ class LockedEmbedder:
         return int(getattr(self._local, "waited", 0))
 
     @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
-        """Hold the model; turns are served in the order they were asked for."""
+    def _turn(self, wait_s: float | None = None) -> Iterator[None]:
+        """Hold the model; turns are served in the order they were asked for.  ``wait_s``:
+        give the turn up after that long (``ModelBusy``): the model is loading, or the
+        writer's slice is held (a remote server that does not answer)."""
         with self._cond:
             ticket = self._next_ticket
             self._next_ticket += 1
             first = self._serving
+            deadline = None if wait_s is None else self.timer() + wait_s
             try:
                 while self._serving != ticket:
-                    self._cond.wait()
+                    left = None if deadline is None else deadline - self.timer()
+                    if left is not None and left <= 0:
+                        raise ModelBusy(wait_s or 0.0)
+                    self._cond.wait(left)
             except BaseException:
                 self._abandoned.add(ticket)  # never served: the next in line must not wait
                 raise
@@ -176,13 +186,21 @@ class LockedEmbedder:
         """Load the model now (the writer does, before its first embedding, to say so)."""
         load = getattr(self.inner, "load", None)
         if load is not None:
-            self.loading = True
+            self.loading, self.loading_since = True, self.clock()
             try:
                 with self._turn():
                     load()
                     self.last_used = self.clock()
             finally:
-                self.loading = False
+                self.loading, self.loading_since = False, None
+
+    def embed_within(self, texts: Sequence[str], wait_s: float) -> Vectors:
+        """A few texts (a query) in one turn, if the model is free within ``wait_s``; else
+        ``ModelBusy`` (the search then answers from the full text)."""
+        with self._turn(wait_s):
+            out = self.inner.embed(texts)
+            self.last_used = self.clock()
+            return out
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
@@ -806,6 +824,11 @@ class Service:
         last = max(self._progress_at, self.embedder.last_used if self.embedder else 0.0)
         return max(0.0, now - max(last, rt.busy_since))
 
+    def model_loading_s(self) -> float | None:
+        """Seconds the model has been loading (export, calibration), or None."""
+        since = self.embedder.loading_since if self.embedder is not None else None
+        return None if since is None else max(0.0, self.clock() - since)
+
     def writer_healthy(self) -> bool:
         if self.writer is None or not self.writer.is_alive():
             return False
@@ -858,6 +881,7 @@ class Service:
                 writer_healthy=self.writer_healthy(),
                 stall_after_s=self.settings.daemon.stall_after_s,
                 model_loaded=bool(self.embedder and self.embedder.loaded),
+                model_loading_s=self.model_loading_s(),
                 cache={
                     "hits": cache.hits,
                     "misses": cache.misses,
@@ -895,6 +919,7 @@ class Service:
             "chunks": 0,
             "updated_at": None,
         }
+        table = table_counts(self.reader, src.id) if read_git else None
         head: str | None = None
         head_branch = "?"
         if read_git:
@@ -929,6 +954,7 @@ class Service:
             last_error=rt.last_error,
             failing=rt.failing,
             watcher=rt.watch.health() if rt.watch is not None else None,
+            table=table,
         )
 
     def status(self) -> dict[str, Any]:
@@ -954,32 +980,32 @@ class Service:
         ]
         if not running:
             return None
-        done = sum(rt.progress.files_done for rt in running if rt.progress is not None)
         total = sum(rt.progress.files_total for rt in running if rt.progress is not None)
-        chunks = sum(rt.progress.chunks for rt in running if rt.progress is not None)
-        return {
-            "files_done": done,
+        counts = [table_counts(self.reader, rt.git.source.id) or {} for rt in running]
+        return {  # what the table holds now, not what the sync has read or embedded
+            "files_done": sum(c.get("files", 0) for c in counts),
             "files_total": total,
-            "chunks": chunks,
+            "chunks": sum(c.get("chunks", 0) for c in counts),
             "sources": [rt.git.source.repo for rt in running],
         }
 
     def search(self, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """Answer a control-socket search (``SearchRequest``'s JSON) with the warm model."""
-        from codechunkd.storage.reader import Index
-        from codechunkd.storage.request import SearchRequest
-
+        """Answer a control-socket search (``SearchRequest``'s JSON) with the warm model;
+        while the model loads (or when it cannot), at once from the full text, saying so."""
         assert self.embedder is not None and self.reader is not None
-        try:
-            req = SearchRequest.from_json(doc)
-        except ConfigError as exc:  # the client's mistake: an error answer, not a failure here
-            return {"error": str(exc)}
-        if self.embedder.loading or (not self.embedder.loaded and not self.ready.is_set()):
-            # a first run's export and calibration take a minute: answer now
-            req = dataclasses.replace(req, mode="text")
-        hits = Index(self.reader, self.settings, embedder=self.embedder).run(req)
-        return {
-            "hits": [h.as_dict() for h in hits],
-            "mode": req.mode,
-            "partial": self.partial(req.repo),
-        }
+        waiting = self.embedder.loading or (not self.embedder.loaded and not self.ready.is_set())
+        return answer_search(
+            doc,
+            self.reader,
+            self.settings,
+            self.embedder,
+            text_only=self.model_note() if waiting else None,
+            partial=self.partial,
+        )
+
+    def model_note(self) -> str:
+        """Why a search now goes without its query vector."""
+        loading = self.model_loading_s()
+        if loading is not None:
+            return f"the model is loading ({loading:.0f} s: export, calibration)"
+        return "the first index is being written; the model loads after it"

@@ -101,7 +101,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
         watch = d.get("watcher") or {}
         lines.append(
             f"daemon: {state}  pid {d.get('pid')}, up {d.get('uptime_s', 0):.0f}s, "
-            f"model {'loaded' if d.get('model_loaded') else 'unloaded'}, "
+            f"model {_model_state(d)}, "
             f"cache hit rate {cache.get('hit_rate', 0.0):.0%}, "
             f"watches {watch.get('watches', 0)}/{watch.get('limit', '?')}"
         )
@@ -123,6 +123,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"    {s.get('files', 0)} files, {s.get('chunks', 0)} chunks, "
             f"{len(s.get('dirty') or {})} dirty files, updated {s.get('updated_at')}"
         )
+        if "text_chunks" in s:
+            lines.append(f"    {coverage_text(s)}")
         progress = s.get("progress")
         if progress:
             lines.append(f"    progress: {progress_text(progress)}")
@@ -193,9 +195,35 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
 
 
+def _model_state(d: Mapping[str, Any]) -> str:
+    loading = d.get("model_loading_s")
+    if loading is not None:
+        return f"loading ({duration(loading)}: export, calibration)"
+    return "loaded" if d.get("model_loaded") else "unloaded"
+
+
+def coverage_text(c: Mapping[str, Any]) -> str:
+    """``text 2,303/2,303 chunks · vectors 412/2,303``: what answers by full text, and what
+    by vector too (``text_chunks``, ``vector_chunks``)."""
+    n = f"{c.get('text_chunks', 0):,}"
+    return f"text {n}/{n} chunks · vectors {c.get('vector_chunks', 0):,}/{n}"
+
+
 def progress_text(p: Mapping[str, Any]) -> str:
-    """``412/1,765 files, 3,120 chunks (2,900 embedded, 220 reused), 21.3 chunks/s, ETA 4m10s``."""
+    """``412/1,765 files, 3,120 chunks (2,900 embedded, 220 reused), 21.3 chunks/s, ETA 4m10s``;
+    a text-first write's fill: ``vectors 412/2,303 chunks, 12/1,900 texts embedded, ETA 4m10s``;
+    a model load: ``loading the model (1m05s); 166/166 files written``."""
     eta = p.get("eta_s")
+    activity = p.get("activity")
+    written = f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files written"
+    if activity == "loading the model":
+        return f"loading the model ({duration(p.get('activity_s', 0.0))}); {written}"
+    if activity == "filling vectors":
+        return (
+            f"vectors {p.get('vectors', 0):,}/{p.get('chunks', 0):,} chunks, "
+            f"{p.get('fill_embedded', 0):,}/{p.get('fill_texts', 0):,} texts embedded; {written}, "
+            f"ETA {duration(eta) if eta is not None else '?'}"
+        )
     return (
         f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files, "
         f"{p.get('embedded', 0) + p.get('reused', 0):,} chunks "
@@ -253,6 +281,9 @@ class SourceSnapshot:
     failing: str | None = None
     """Why the last sync failed, until a reconcile succeeds."""
     watcher: Mapping[str, Any] | None = None
+    table: Mapping[str, int] | None = None
+    """What the table holds now (``storage.coverage.table_counts``): its ``files`` and
+    ``chunks`` replace the recorded ones, which lag behind a running sync."""
 
     @property
     def fresh(self) -> bool:
@@ -276,6 +307,8 @@ class DaemonSnapshot:
     writer_healthy: bool
     stall_after_s: float
     model_loaded: bool
+    model_loading_s: float | None = None
+    """Seconds the model has been loading (export, calibration); None when not loading."""
     cache: Mapping[str, Any] | None = None
     watcher: Mapping[str, Any] | None = None
     jobs: Mapping[str, Any] = field(default_factory=dict)
@@ -299,6 +332,8 @@ class StatusSnapshot:
 
 def source_document(s: SourceSnapshot, *, stall_after: float) -> dict[str, Any]:
     doc = dict(s.record, head=s.head, head_branch=s.head_branch, fresh=s.fresh)
+    if s.table is not None:
+        doc.update(s.table)
     if not s.live:
         return doc
     doc.update(
@@ -339,6 +374,9 @@ def document(snap: StatusSnapshot) -> dict[str, Any]:
             "started_at": d.started_at,
             "uptime_s": round(d.uptime_s, 1),
             "model_loaded": d.model_loaded,
+            "model_loading_s": (
+                round(d.model_loading_s, 1) if d.model_loading_s is not None else None
+            ),
             "cache": dict(d.cache) if d.cache is not None else None,
             "watcher": dict(d.watcher) if d.watcher is not None else None,
             "jobs": dict(d.jobs),
@@ -354,6 +392,11 @@ def document(snap: StatusSnapshot) -> dict[str, Any]:
     }
 
 
+def _progress_coverage(p: Mapping[str, Any]) -> dict[str, int]:
+    """The coverage a running sync has reached (the systemd line reads no table)."""
+    return {"text_chunks": p.get("chunks", 0), "vector_chunks": p.get("vectors", 0)}
+
+
 def status_line(snap: StatusSnapshot) -> str:
     """The one-line state for systemd's ``STATUS=``: the state, and a running sync's pace."""
     doc = document(snap)
@@ -362,7 +405,10 @@ def status_line(snap: StatusSnapshot) -> str:
     line = f"{state}: {len(doc['sources'])} source(s), {pending} path(s) pending"
     for s in doc["sources"]:
         if s.get("progress"):
-            line += f"; {os.path.basename(s['repo'])}: {progress_text(s['progress'])}"
+            p = s["progress"]
+            line += f"; {os.path.basename(s['repo'])}: {progress_text(p)}"
+            if p.get("chunks"):
+                line += f" ({coverage_text(_progress_coverage(p))})"
         elif s.get("failing"):
             line += f"; {os.path.basename(s['repo'])}: failing: {s['failing']}"
     return line

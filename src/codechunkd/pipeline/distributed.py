@@ -55,7 +55,8 @@ from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
-from codechunkd.pipeline.sync import Progress, Syncer, SyncReport, _Meter
+from codechunkd.pipeline.progress import Progress, _Meter
+from codechunkd.pipeline.sync import Syncer, SyncReport
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore
@@ -236,7 +237,9 @@ def index_slice(job: _Job, versions: Sequence[FileVersion], write: bool) -> _Don
     report = SyncReport()
     rows = syncer.index_files(GitSource(job.path, ref=job.ref), versions, report)
     vectors = (
-        {c.embed_hash: c.vector for f in rows for c in f.chunks} if here != job.driver_node else {}
+        {c.embed_hash: c.vector for f in rows for c in f.chunks if c.vector is not None}
+        if here != job.driver_node
+        else {}
     )
     if not write:
         return _Done(report=report, rows=rows, written=None, vectors=vectors)

@@ -41,12 +41,18 @@ from codechunkd.git.changes import (
     Matcher,
 )
 from codechunkd.git.files import read_raw
-from codechunkd.git.recency import recent_paths
 from codechunkd.heap import release_freed_memory
 from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
+from codechunkd.pipeline.fill import FillReport, VectorFill
+from codechunkd.pipeline.order import Rank, ordered, ranker
+from codechunkd.pipeline.order import order_rank as order_rank  # re-exported
 from codechunkd.pipeline.prepare import Prepared, prepare_file
+from codechunkd.pipeline.progress import Progress as Progress  # re-exported
+from codechunkd.pipeline.progress import SyncProgress as SyncProgress  # re-exported
+from codechunkd.pipeline.progress import _Meter
 from codechunkd.pipeline.workers import ChunkPool, chunk_workers
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
+from codechunkd.storage.coverage import coverage
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.seed import Seed, SeedUnusable
 from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
@@ -81,6 +87,8 @@ class SyncReport:
     chunks were embedded here instead."""
     chunks: int = 0
     """Chunks written."""
+    vectorless: int = 0
+    """Chunks written without their vector (text first: the fill sets it after)."""
     skipped: Counter[str] = field(default_factory=Counter)
     replaced_utf8: int = 0
     """Files that were not valid UTF-8 and were decoded with replacement characters."""
@@ -105,6 +113,7 @@ class SyncReport:
             "seed_skipped": self.seed_skipped,
             "seed_refused": self.seed_refused,
             "chunks": self.chunks,
+            "vectorless": self.vectorless,
             "skipped": dict(self.skipped),
             "replaced_utf8": self.replaced_utf8,
             "truncated": self.truncated,
@@ -186,87 +195,8 @@ class Chunked:
     skip_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncProgress:
-    """Where a running sync is: reported after each embedded slice and each committed batch."""
-
-    files_done: int
-    """Files whose chunks have vectors (committed, or waiting in the batch being embedded)."""
-    files_total: int
-    """Files to index plus paths to delete in this sync."""
-    chunks: int
-    """Chunks written to the table so far."""
-    embedded: int
-    """Chunks whose vectors were computed so far."""
-    reused: int
-    """Chunks whose vectors came from the cache so far."""
-    seconds: float
-    """Since the sync started."""
-    activity: str = "indexing"
-    """``indexing``, or ``loading the model`` (a first run exports it and calibrates threads)."""
-
-    @property
-    def rate(self) -> float:
-        """Chunks with vectors (embedded or reused) per second."""
-        return (self.embedded + self.reused) / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the pace so far (by files); None before the first file is done."""
-        if not self.files_done or self.seconds <= 0:
-            return None
-        return self.seconds / self.files_done * max(0, self.files_total - self.files_done)
-
-    def as_dict(self) -> dict[str, object]:
-        eta = self.eta_s
-        return {
-            "files_done": self.files_done,
-            "files_total": self.files_total,
-            "chunks": self.chunks,
-            "embedded": self.embedded,
-            "reused": self.reused,
-            "seconds": round(self.seconds, 1),
-            "chunks_per_second": round(self.rate, 1),
-            "eta_s": round(eta) if eta is not None else None,
-            "activity": self.activity,
-        }
-
-
-Progress = Callable[[SyncProgress], None]
-"""Called with each new ``SyncProgress`` (on the syncing thread: keep it quick)."""
-
-PROGRESS_LOG_S = 5.0
-"""At most one ``progress`` log line this often (a cold index logs its pace, not each file)."""
-
-RECENT_COMMITS = 100
-"""Commits walked to order a large first index by recency (one tree diff each)."""
-
 SEED_RETRY_S = 300.0
 """A seed that could not be used is tried again after this long (a daemon outlives outages)."""
-
-
-def order_rank(path: str) -> int:
-    """0 source, 1 tests, 2 docs, 3 vendored or generated: the order of a large index.
-
-    Search is useful soonest when the code people search for comes first; tests,
-    documentation and third-party code are searched less and come after it.
-    """
-    parts = path.lower().split("/")
-    name = parts[-1]
-    dirs = set(parts[:-1])
-    if dirs & _VENDORED or name.endswith((".min.js", ".min.css", ".lock")):
-        return 3
-    if dirs & _DOCS or name.endswith((".md", ".rst", ".txt", ".adoc")):
-        return 2
-    if dirs & _TESTS or name.startswith("test_") or name.endswith(_TEST_SUFFIXES):
-        return 1
-    return 0
-
-
-_VENDORED = {"vendor", "vendored", "third_party", "third-party", "node_modules", "external"}
-_DOCS = {"doc", "docs", "documentation", "examples", "example"}
-_TESTS = {"test", "tests", "testing", "__tests__", "spec", "specs"}
-_TEST_SUFFIXES = ("_test.py", "_test.go", ".test.js", ".test.ts", ".spec.js", ".spec.ts")
 
 
 #: A big change's first batch: later ones double up to ``index.batch_files``.  A batch is
@@ -318,6 +248,13 @@ class Syncer:
         self.seed_problem: str | None = None
         """Why the seed is not used now (None: it is, or none is set)."""
         self._hash_index = False
+        self._unfilled: set[str] = set()
+        """Sources that may have rows without a vector (``pipeline/fill.py``)."""
+        self._looked: set[str] = set()
+        """Sources whose table this process has looked at for rows without a vector."""
+        self._last_total = 0
+        self._rank: Rank | None = None
+        """The order of the last change (``pipeline/order.py``): the fill's order."""
         workers = chunk_workers(settings)
         self.chunk_pool = ChunkPool(workers, settings) if workers > 1 else None
         """Worker processes that chunk a multi-batch change (``index.chunk_workers``)."""
@@ -361,7 +298,7 @@ class Syncer:
         report.seed_skipped = self.seed_problem
         todo, deletes, known = self._plan(changes, manifest, stale_settings, report)
         del manifest
-        todo = self._ordered(git, todo, changes.head.commit)
+        todo = self._ordered(git, todo, changes)
         if todo or deletes:
             self._still_writer()
             self.store.put_state(self._state(git, state, changes, pending=True))
@@ -376,6 +313,7 @@ class Syncer:
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
         crashpoint("sync.state_written")
+        self._fill_vectors(git, report, progress)
         self.cache.evict()
         if not (todo or deletes):  # else _apply kept the table in shape after each batch
             self.upkeep()
@@ -383,6 +321,41 @@ class Syncer:
         report.seconds = time.monotonic() - started
         log.info("sync_done", **report.as_dict())
         return report
+
+    def _fill_vectors(self, git: GitSource, report: SyncReport, progress: Progress | None) -> None:
+        """Embed the rows written without a vector: this sync's text-first write, or what an
+        interrupted run left (looked for once per source and process: two counts)."""
+        sid = git.source.id
+        if sid not in self._looked:
+            self._looked.add(sid)
+            if not coverage(self.store, sid).complete:
+                self._unfilled.add(sid)
+        if sid not in self._unfilled:
+            return
+        rank = self._rank or ranker(git, None, walk=False)
+        meter = _Meter(self._last_total, report, progress)
+        meter.fill = FillReport()
+        before = report.embedded
+        fill = VectorFill(
+            self.store,
+            self.embedder,
+            self.cache,
+            batch_size=self.settings.embedding.batch_size,
+            window=self.settings.embedding.max_seq_length,
+            check=self._check_vectors,
+            upkeep=self.upkeep,
+            before_commit=self._still_writer,
+        )
+
+        def on_slice(done: FillReport) -> None:
+            report.embedded = before + done.embedded
+            meter.report_fill(done)
+
+        done = fill.run(sid, rank, load=lambda: self.load_model(meter), on_slice=on_slice)
+        report.embedded = before + done.embedded
+        report.reused += done.reused
+        self._unfilled.discard(sid)
+        meter.report_fill(done)
 
     def remove_interrupted_writes(self) -> int:
         """Delete data files that no version of the table references: those an interrupted
@@ -437,6 +410,10 @@ class Syncer:
         if self.store.has_vector_index():
             return False
         rows = self.store.rows()
+        if rows < self.settings.index.vector_index_rows:
+            return False
+        # trained on vectors only: rows written text first have none yet (storage/coverage.py)
+        rows = coverage(self.store).vectors
         if rows < self.settings.index.vector_index_rows:
             return False
         t0 = time.monotonic()
@@ -570,29 +547,23 @@ class Syncer:
             return None
         log.info("model_loading", model=self.embedder.model_id)
         if meter is not None:
-            meter.report(0, activity="loading the model")
+            meter.report(None, activity="loading the model")
         t0 = time.monotonic()
         load()
         seconds = time.monotonic() - t0
         log.info("model_loaded", model=self.embedder.model_id, seconds=round(seconds, 1))
         if meter is not None:
-            meter.report(0)
+            meter.report(None, "filling vectors" if meter.fill is not None else "indexing")
         return seconds
 
     def _ordered(
-        self, git: GitSource, todo: list[FileVersion], commit: str | None
+        self, git: GitSource, todo: list[FileVersion], changes: ChangeSet
     ) -> list[FileVersion]:
-        """Files in the order that makes a long index useful soonest (see ``order_rank``).
-
-        Source before tests, docs and vendored code; within each, the files of the most
-        recent commits first.  Only a change larger than one batch is reordered: the
-        files of one batch become searchable together.
-        """
-        if len(todo) <= self.settings.index.batch_files:
-            return todo
-        age = recent_paths(git, commit, limit=RECENT_COMMITS)
-        never = RECENT_COMMITS + 1
-        return sorted(todo, key=lambda v: (order_rank(v.path), age.get(v.path, never), v.path))
+        """Files in the order that makes an index useful soonest (``pipeline/order.py``),
+        whatever the size of the change; the vectors are filled in the same order."""
+        dirty = {p for p in changes.dirty}
+        self._rank = ranker(git, changes.head.commit, walk=len(todo) > 1, dirty=dirty)
+        return ordered(todo, self._rank)
 
     def _apply(
         self,
@@ -608,8 +579,12 @@ class Syncer:
         total = len(todo) + len(deletes)
         done = 0
         meter = _Meter(total, report, progress)
+        self._last_total = total
         meter.report(0)
-        if todo:
+        text_first = len(todo) > FIRST_BATCH_FILES
+        if text_first:  # the model is needed only by the fill, after every file is written
+            self._unfilled.add(git.source.id)
+        elif todo:
             self.load_model(meter)
         batches = _slices(todo, size, first=FIRST_BATCH_FILES)
         removals = [deletes[i : i + size] for i in range(0, len(deletes), size)]
@@ -618,7 +593,12 @@ class Syncer:
         for (batch, dels), read, prepare_s in self._prepared(git, work, report):
             t0 = time.monotonic()
             embedded_before, reused_before = report.embedded, report.reused
-            ready = self._embed(read, report, functools.partial(meter.report_within, done))
+            ready = self._embed(
+                read,
+                report,
+                functools.partial(meter.report_within, done),
+                compute=not text_first,
+            )
             t1 = time.monotonic()
             new = not any(v.path in known for v in batch)
             self._still_writer()
@@ -628,6 +608,7 @@ class Syncer:
             written = sum(len(f.chunks) for f in ready)
             done += len(batch) + len(dels)
             report.chunks += written
+            report.vectorless += sum(1 for f in ready for c in f.chunks if c.vector is None)
             log.info(
                 "batch_committed",
                 repo=git.source.repo,
@@ -753,8 +734,11 @@ class Syncer:
         files: Sequence[Chunked],
         report: SyncReport,
         files_ready: Callable[[int], None] | None = None,
+        *,
+        compute: bool = True,
     ) -> list[IndexedFile]:
-        """Vectors for every chunk: from the cache, else computed once per distinct text.
+        """Vectors for every chunk: from the cache, else computed once per distinct text
+        (``compute=False``: left None, for ``pipeline/fill.py`` to fill in after the text).
 
         The misses are embedded in slices of ``embedding.batch_size`` texts, and each
         slice goes into the cache as soon as it is computed: a kill, an OOM or a power
@@ -780,6 +764,8 @@ class Syncer:
         ready_files = waiting.count(0)
         report.reused += sum(len(f.chunks) for f in files) - len(missing) - from_seed
         step = max(1, self.settings.embedding.batch_size)
+        if not compute:
+            missing = []
         for start in range(0, len(missing), step):
             texts = missing[start : start + step]
             vectors = self.embedder.embed(texts)
@@ -809,7 +795,7 @@ class Syncer:
             ready: list[EmbeddedChunk] = []
             for c in f.chunks:
                 key = keys[c.embed_text]
-                vec: npt.NDArray[np.float32] = cached[key]
+                vec: npt.NDArray[np.float32] | None = cached.get(key)
                 if c.token_count > window:
                     report.truncated += 1
                 ready.append(
@@ -905,37 +891,3 @@ class Syncer:
         log.warning("seed_skipped", seed=self.settings.index.seed, reason=reason)
         self._seed, self._seed_failed_at = None, time.monotonic()
         self.seed_problem = report.seed_skipped = reason
-
-
-class _Meter:
-    """Turns a sync's counts into ``SyncProgress`` for the caller, and a log line every
-    ``PROGRESS_LOG_S`` at most."""
-
-    def __init__(self, total: int, report: SyncReport, progress: Progress | None) -> None:
-        self.total = total
-        self.report_ = report
-        self.progress = progress
-        self.started = time.monotonic()
-        self.logged_at = self.started
-
-    def report_within(self, before: int, files_ready: int) -> None:
-        """Progress inside a batch: ``before`` files committed, ``files_ready`` more embedded."""
-        self.report(before + files_ready)
-
-    def report(self, files_done: int, activity: str = "indexing") -> None:
-        now = time.monotonic()
-        r = self.report_
-        p = SyncProgress(
-            files_done=min(files_done, self.total),
-            files_total=self.total,
-            chunks=r.chunks,
-            embedded=r.embedded,
-            reused=r.reused + r.seeded,
-            seconds=now - self.started,
-            activity=activity,
-        )
-        if self.progress is not None:
-            self.progress(p)
-        if now - self.logged_at >= PROGRESS_LOG_S:
-            self.logged_at = now
-            log.info("progress", repo=r.repo, **p.as_dict())

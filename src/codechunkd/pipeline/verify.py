@@ -14,6 +14,7 @@ from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import GitSource, Matcher
 from codechunkd.pipeline.prepare import prepare_file
+from codechunkd.storage.coverage import coverage
 from codechunkd.storage.store import IndexStore
 
 Key = tuple[str, int, int, str, bool]
@@ -34,6 +35,9 @@ class VerifyReport:
     duplicate_ids: int = 0
     unusable_vectors: int = 0
     """Rows whose vector is no embedding (NaN, all zeros): vector search never finds them."""
+    vectorless: int = 0
+    """Rows written text first whose vector is not filled in yet (``storage/coverage.py``):
+    the index is not complete until the fill has run (the next sync does it)."""
 
     @property
     def ok(self) -> bool:
@@ -43,6 +47,7 @@ class VerifyReport:
             or self.stale_files
             or self.duplicate_ids
             or self.unusable_vectors
+            or self.vectorless
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -62,6 +67,7 @@ class VerifyReport:
             "stale_files": self.stale_files[:50],
             "duplicate_ids": self.duplicate_ids,
             "unusable_vectors": self.unusable_vectors,
+            "vectorless": self.vectorless,
             "missing_rows": show(self.missing),
             "extra_rows": show(self.extra),
         }
@@ -102,6 +108,8 @@ def verify(settings: Settings, store: IndexStore, git: GitSource) -> VerifyRepor
     report.extra = sorted(have_set - want)
     report.duplicate_ids = sum(n - 1 for n in Counter(r["id"] for r in rows).values() if n > 1)
     report.unusable_vectors = store.unusable_vectors(git.source.id)
+    cov = coverage(store, git.source.id)
+    report.vectorless = cov.chunks - cov.vectors
     manifest = store.manifest(git.source.id)
     report.stale_files = sorted(
         p

@@ -18,6 +18,7 @@ from typing import Any
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
+from codechunkd.storage.coverage import Coverage, coverage
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
@@ -159,6 +160,16 @@ class Index:
 
     def sources(self) -> list[SourceState]:
         return self.store.states()
+
+    def coverage(self, *, repo: str | None = None) -> Coverage:
+        """Chunks that answer by full text, and how many have their vector too: a first index
+        writes the text first (``storage/coverage.py``); complete when the two are equal."""
+        if repo is None:
+            return coverage(self.store)
+        found = [
+            coverage(self.store, s.source.id) for s in self.store.states() if s.source.repo == repo
+        ]
+        return Coverage(sum(c.chunks for c in found), sum(c.vectors for c in found))
 
 
 def query_embedder(settings: Settings) -> Embedder:

@@ -405,6 +405,21 @@ def _rows_to_hits(rows: Sequence[dict[str, Any]], scores: dict[str, float]) -> l
     ]
 
 
+def vectorless_stand_in(text_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ranking that places each text hit without a vector (written text first, filled in
+    later: ``storage/coverage.py``) where the full text ranked it, and nothing else.
+
+    Fused with the vector ranking, it gives such a chunk the vector share it would have had
+    at the rank its text earned: fair to it (it is not pushed below every chunk with a
+    vector), and the answer of an index with no vectors at all is the full-text answer.
+    A hit's rank is its place in ``text_rows`` (the gaps of vectored hits keep it)."""
+    return [row if row.get("embedding_model", "") is None else {"id": _HOLE} for row in text_rows]
+
+
+_HOLE = "\0"
+"""The id of a place held in ``vectorless_stand_in`` (no row has it: it is dropped)."""
+
+
 class Searcher:
     """Queries over one index; ``embed_query`` turns a query into a vector."""
 
@@ -420,7 +435,7 @@ class Searcher:
         if not self.store.has_fts() or not text.strip():
             return []
         query = f"{text} {code_words(text)}"  # the words the index holds for identifiers
-        return self.store.text_search(query, n, where, RESULT_COLUMNS)
+        return self.store.text_search(query, n, where, [*RESULT_COLUMNS, "embedding_model"])
 
     def search(
         self,
@@ -461,6 +476,7 @@ class Searcher:
         )
         if worker:
             worker.start()
+        hybrid = mode is Mode.HYBRID and vector is not None
         if mode is not Mode.TEXT and vector is not None:
             ranked.append((self._vector(vector, n, where), 1.0))
         if worker:
@@ -468,11 +484,17 @@ class Searcher:
             if failed:
                 raise failed[0]
             ranked.extend((found, TEXT_WEIGHT) for found in text_rows)
+            if (
+                hybrid
+            ):  # a chunk without its vector yet stands in the vector ranking by its text rank
+                ranked.extend((vectorless_stand_in(found), 1.0) for found in text_rows)
         code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
         for retrieved, weight in ranked:
             for rank, row in enumerate(retrieved):
+                if row["id"] == _HOLE:
+                    continue
                 scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
                 rows.setdefault(row["id"], row)
         prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0

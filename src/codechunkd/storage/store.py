@@ -146,7 +146,8 @@ def fts_text_with_summary(old: str, summary: str, content: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EmbeddedChunk:
     chunk: Chunk
-    vector: npt.NDArray[np.float32]
+    vector: npt.NDArray[np.float32] | None
+    """None: not embedded yet (written text first, filled in later: ``storage/coverage.py``)."""
     embed_hash: str
     embedded_tokens: int
     summary: str
@@ -458,7 +459,9 @@ class IndexStore:
             return 0
         tbl = self._open(S.CHUNKS)
         dim = tbl.schema.field("vector").type.list_size
-        q = tbl.search().where(f"source = {quote(source)}").select(["vector"]).limit(None)
+        # a NULL vector is one not filled in yet (storage/coverage.py), not a bad one
+        where = f"source = {quote(source)} AND embedding_model IS NOT NULL"
+        q = tbl.search().where(where).select(["vector"]).limit(None)
         bad = 0
         for batch in q.to_batches(4096):
             column = batch.column("vector")
@@ -547,7 +550,7 @@ class IndexStore:
             crashpoint("write_batch.before")
             if new and not deletes:
                 if rows.num_rows:
-                    chunks.add(rows)
+                    chunks.add(rows, on_bad_vectors="null")  # null: text first (coverage.py)
                 crashpoint("write_batch.chunks_committed")
                 self._open(S.FILES).add(self._file_rows(source, files, now))
                 crashpoint("write_batch.after")
@@ -558,7 +561,7 @@ class IndexStore:
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
                     .when_not_matched_by_source_delete(scope)
-                    .execute(rows)
+                    .execute(rows, on_bad_vectors="null")
                 )
             else:
                 chunks.delete(scope)
@@ -590,6 +593,9 @@ class IndexStore:
     ) -> pa.Table:
         cols: dict[str, list[Any]] = {f.name: [] for f in schema if f.name != "vector"}
         vectors: list[npt.NDArray[np.float32]] = []
+        nulls: list[bool] = []
+        dim = schema.field("vector").type.list_size
+        blank = np.zeros(dim, np.float32)
         for f in files:
             for e in f.chunks:
                 c = e.chunk
@@ -621,22 +627,25 @@ class IndexStore:
                     "summary": e.summary,
                     "summary_source": e.summary_source,
                     "summary_of": e.summary_of,
-                    "embedding_model": model_id,
+                    "embedding_model": model_id if e.vector is not None else None,
                     "synthetic": c.synthetic,
                     "dirty": f.dirty,
                     "indexed_at": now,
                 }
                 for k, col in cols.items():
                     col.append(values[k])
-                vectors.append(e.vector)
-        dim = schema.field("vector").type.list_size
+                vectors.append(blank if e.vector is None else e.vector)
+                nulls.append(e.vector is None)
         flat = (
             np.concatenate(vectors).astype(np.float32, copy=False)
             if vectors
             else np.zeros(0, np.float32)
         )
         arrays = {k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}
-        arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dim)
+        mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
+        arrays["vector"] = pa.FixedSizeListArray.from_arrays(
+            pa.array(flat, pa.float32()), dim, mask=mask
+        )
         return pa.table([arrays[f.name] for f in schema], schema=schema)
 
     @staticmethod

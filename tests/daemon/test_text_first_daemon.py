@@ -1,0 +1,113 @@
+"""A cold daemon answers from the full text before any vector exists, and says so.
+
+The daemon's embedder is a real HTTP embedding server on 127.0.0.1 that holds every
+request from the start: the daemon writes the whole repository's text, and its fill
+waits on its first slice. At that instant (awaited, not timed) a search for a word that
+only the last-ordered file holds is answered from the full text, without waiting for the
+model, and ``status`` counts what the table holds. Once the server answers, the vectors
+fill in and search goes hybrid.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import Repo, run_service, wait_for
+from tests.pipeline.test_text_first import LAST_WORD, StallingServer, _env, _repository
+
+from codechunkd.config import load_settings
+from codechunkd.daemon.control import SourceSpec
+from codechunkd.daemon.service import Service
+from codechunkd.daemon.status import status_line
+from codechunkd.git.changes import GitSource
+from codechunkd.storage.coverage import coverage
+from codechunkd.storage.request import SearchRequest
+from codechunkd.storage.store import IndexStore
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[StallingServer]:
+    srv = StallingServer()
+    thread = threading.Thread(target=srv.serve_forever, name="embedding-server")
+    thread.start()
+    for key, value in _env(srv.url).items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield srv
+    finally:
+        srv.release.set()
+        srv.shutdown()
+        srv.server_close()
+        thread.join()
+
+
+def _search(service: Service, query: str) -> dict:  # type: ignore[type-arg]
+    return service.search({"cmd": "search", **SearchRequest(query=query, k=5).to_json()})
+
+
+def test_a_cold_daemon_answers_from_the_text_before_the_first_vector(
+    repo: Repo, index_dir: Path, server: StallingServer
+) -> None:
+    """While the first embedding request is held: the last-ordered file answers (mode
+    ``text``, with a note), status's file and chunk counts are the table's, and coverage
+    says no vectors yet; after the server answers, every chunk has its vector."""
+    _repository(repo)
+    server.stall.set()
+    overrides = {"index.dir": str(index_dir), "daemon.debounce_ms": 50, "daemon.nice": 0}
+    service = Service(load_settings(overrides=overrides), specs=[SourceSpec.parse(str(repo.path))])
+    source = GitSource(repo.path).source.id
+    seen: dict[str, object] = {}
+
+    def drive() -> None:
+        wait_for(lambda: server.held >= 1, "the fill's first request held by the server")
+        reader = IndexStore(str(index_dir))
+        files, chunks = reader.count(source)
+        assert coverage(reader, source).vectors == 0  # no embedding slice written
+        answer = _search(service, LAST_WORD)
+        assert [h["path"] for h in answer["hits"]][:1] == ["vendor/lib/last.py"], answer
+        assert answer["mode"] == "text" and "full text" in answer["note"], answer
+        assert answer["coverage"]["vector_chunks"] == 0
+        assert answer["coverage"]["text_chunks"] == chunks
+        (src,) = service.status()["sources"]
+        assert (src["files"], src["chunks"]) == (files, chunks) == (12, chunks)
+        assert (src["text_chunks"], src["vector_chunks"]) == (chunks, 0)
+        seen["line"] = status_line(service.snapshot(read_git=False))
+        server.stall.clear()
+        server.release.set()
+        wait_for(service.ready.is_set, "the first index, vectors filled")
+        (src,) = service.status()["sources"]
+        assert src["vector_chunks"] == src["text_chunks"] == src["chunks"] == chunks, src
+        after = _search(service, LAST_WORD)
+        assert after["mode"] == "hybrid" and "note" not in after, after
+        assert [h["path"] for h in after["hits"]][:1] == ["vendor/lib/last.py"]
+
+    assert run_service(service, drive) == 0
+    assert "vectors" in str(seen["line"]), seen
+
+
+def test_a_query_gives_up_its_turn_while_the_model_is_held(server: StallingServer) -> None:
+    """The shared model held by the writer (its request held by the server, as a model load
+    holds it): a query's turn gives up (``ModelBusy``) instead of waiting, the writer's
+    slice is not disturbed, and once the model is free a query gets its vector."""
+    from codechunkd.daemon.answer import ModelBusy
+    from codechunkd.daemon.service import LockedEmbedder
+    from codechunkd.embedding.embedder import make_embedder
+
+    locked = LockedEmbedder(make_embedder(load_settings().embedding))
+    server.stall.set()
+    done: list[object] = []
+    writer = threading.Thread(target=lambda: done.append(locked.embed(["a slice"] * 4)))
+    writer.start()
+    try:
+        wait_for(lambda: server.held >= 1, "the writer's slice held by the server")
+        with pytest.raises(ModelBusy):
+            locked.embed_within(["a query"], 0.2)
+    finally:
+        server.stall.clear()
+        server.release.set()
+        writer.join(timeout=60)
+    assert done and len(done[0]) == 4  # type: ignore[arg-type]
+    assert locked.embed_within(["a query"], 60).shape == (1, 8)
