@@ -617,6 +617,27 @@ def _partial_note(partial: dict[str, Any]) -> str:
     return f"partial: {counted} indexed so far (a first index is running; results may be missing)"
 
 
+def _search_here(settings: Settings, req: SearchRequest) -> list[dict[str, Any]]:
+    """Search the index in this process: Lance alone, no LanceDB (``open_index``); the
+    query model loads on a thread meanwhile (onnxruntime releases the GIL for much of it).
+    No child process for the vector: it would import numpy and the model's runtime a
+    second time, for a small gain in wall time now that opening the index is quick."""
+    import threading
+
+    from codechunkd.storage.reader import open_index, query_embedder
+
+    warm: threading.Thread | None = None
+    embedder = None
+    if req.mode != "text":
+        embedder = query_embedder(settings)
+        warm = threading.Thread(target=embedder.embed, args=([req.query],), daemon=True)
+        warm.start()
+    index = open_index(settings=settings, embedder=embedder)
+    if warm is not None:
+        warm.join()
+    return [h.as_dict() for h in index.run(req)]
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     req = _search_request(args)
     _check_language(req.language, _settings(args))
@@ -624,36 +645,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
     partial = answer.get("partial") if answer else None
     if hits is None:  # no daemon: search here (loads the query model in this process)
-        import threading
-        from dataclasses import replace
-
-        from codechunkd.embedding import query_child
-
-        settings = _settings(args)
-        proc = None
-        if req.mode != "text" and settings.embedding.backend in ("onnx", "torch"):
-            # the query vector from another process while LanceDB is imported here
-            proc = query_child.start(replace(settings.embedding, backend="onnx"), req.query)
-
-        from codechunkd.storage.reader import open_index, query_embedder
-
-        embedder = query_embedder(settings)
-        child: query_child.ChildQueryEmbedder | None = None
-        warm: threading.Thread | None = None
-        if proc is not None:
-            embedder = child = query_child.ChildQueryEmbedder(embedder, proc, req.query)
-        elif req.mode != "text":  # load the model on a thread meanwhile
-            warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
-            warm.start()
-        index = open_index(settings=settings, embedder=embedder)
-        if warm is not None:
-            warm.join()
-        try:
-            found = index.run(req)
-        finally:
-            if child is not None:
-                child.close()
-        hits = [h.as_dict() for h in found]
+        hits = _search_here(_settings(args), req)
     if partial:  # stdout keeps its shape (a list under --json): the note goes to stderr
         (sys.stderr if args.json else sys.stdout).write(_partial_note(partial) + "\n")
     if args.json:
