@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from codechunkd import __version__, heap
+from codechunkd import __version__
 from codechunkd.config import Settings, load_settings
 from codechunkd.errors import CodechunkdError
 from codechunkd.storage.request import MAX_K, SearchRequest
@@ -573,13 +572,15 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
 
 def _check_language(language: str | None, settings: Settings) -> None:
     """A ``--lang`` no file can have is an error naming the known ones (not "no results")."""
+    if language is None:
+        return
     import difflib
 
     from codechunkd.chunking.languages import known_languages
     from codechunkd.errors import ConfigError
 
     known = known_languages(settings.chunking.extensions)
-    if language is None or language in known:
+    if language in known:
         return
     close = difflib.get_close_matches(language, sorted(known), n=3)
     guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
@@ -761,7 +762,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from codechunkd import logs
     from codechunkd.daemon.control import SourceSpec
 
-    logs.configure(level=logging.DEBUG if args.verbose else logging.INFO)
+    logs.configure(level=logs.DEBUG if args.verbose else logs.INFO)
     os.environ.setdefault("LANCEDB_LOG", "error")
     settings = _settings(args)
     specs = [SourceSpec.parse(p) for p in args.paths]
@@ -945,11 +946,14 @@ def _unexpected(exc: Exception, *, verbose: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for the resume hint
-    heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
+    if args.command != "status":  # status starts no thread: skip ctypes' import
+        from codechunkd import heap
+
+        heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
     if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
         from codechunkd import logs
 
-        logs.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
+        logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING)
     try:
         code = COMMANDS[args.command](args)
     except CodechunkdError as exc:

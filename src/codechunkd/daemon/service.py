@@ -183,12 +183,14 @@ class LockedEmbedder:
                     self.last_used = self.clock()
             finally:
                 self.loading = False
+            heap.release_freed_memory()  # the model file's parse buffers, freed by now
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return self.inner.embed(texts)
         parts = []
         done = 0
+        cold = not self.loaded
         while done < len(texts):
             with self._turn():
                 size = self.slice_texts()
@@ -198,6 +200,8 @@ class LockedEmbedder:
                 self.last_used = self.clock()
                 self.slices += 1
             done += size
+        if cold and self.loaded:  # loaded by this call: give back what loading freed
+            heap.release_freed_memory()
         return np.concatenate(parts).astype(np.float32, copy=False)
 
     def _measured(self, count: int, seconds: float) -> None:
