@@ -18,6 +18,7 @@ Python with codechunkd's CLI, + onnxruntime, + the model loaded with one query, 
 ``open_index`` + one text search.  Figures only, no assertion.
 
     .venv/bin/python bench/startup.py --baseline /work/main/src
+    .venv/bin/python bench/startup.py --baseline /work/main/src --reuse REPO INDEX
 """
 
 from __future__ import annotations
@@ -258,6 +259,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--idle", type=float, default=60.0, help="seconds idle before each RSS")
     ap.add_argument("--no-daemon", action="store_true", help="skip the daemon's figures")
+    ap.add_argument(
+        "--reuse",
+        nargs=2,
+        metavar=("REPO", "INDEX"),
+        help="a repository and its current index made earlier (by this bench's make_repo)",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from firstrun import make_repo
@@ -265,12 +272,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="codechunkd-startup-") as tmp_:
         tmp = Path(tmp_)
         repo, index, runtime = tmp / "repo", tmp / "index", tmp / "run"
-        repo.mkdir()
         runtime.mkdir(mode=0o700)
-        n = make_repo(repo, args.files)
         env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), LANCEDB_LOG="error")
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: compiled modules are cached
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        if args.reuse:
+            repo, index = (Path(p).resolve() for p in args.reuse)
+            n = int(subprocess.check_output(["git", "ls-files"], cwd=repo).count(b"\n"))
+        else:
+            repo.mkdir()
+            n = make_repo(repo, args.files)
         t0 = time.monotonic()
         subprocess.run(
             [EXE, "index", str(repo), "--index-dir", str(index)],
@@ -278,7 +289,10 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        print(f"repository: {n} stdlib files, indexed in {time.monotonic() - t0:.0f} s")
+        print(
+            f"repository: {n} stdlib files, indexed (or checked current) in "
+            f"{time.monotonic() - t0:.0f} s"
+        )
         variants = {"this checkout": HERE}
         if args.baseline:
             variants["baseline"] = str(Path(args.baseline).resolve())
