@@ -1,4 +1,4 @@
-"""`codechunkd search` with no daemon: the query vector from a child process, a quick exit."""
+"""`codechunkd search` with no daemon: read through Lance, the query embedded here, a quick exit."""
 
 from __future__ import annotations
 

@@ -87,7 +87,8 @@ def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
     repo: Repo, index_dir: Path, indexer: Any
 ) -> None:
     """``status`` with no daemon prints a real index's sources from ``state.json`` (through
-    ``storage.statefile``) without importing LanceDB, pyarrow or torch: it stays fast."""
+    ``storage.statefile``) and their HEAD from the git files (``git.headfile``) without
+    importing LanceDB, Lance, pyarrow, pygit2, an embedding runtime or torch: it stays fast."""
     import subprocess
     import sys
 
@@ -99,7 +100,8 @@ def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
         "from codechunkd.cli import main\n"
         f"try:\n    main(['status', '--index-dir', {str(index_dir)!r}])\n"
         "except SystemExit as exc:\n    print('exit', exc.code)\n"
-        "heavy = ('torch', 'lancedb', 'pyarrow', 'sentence_transformers')\n"
+        "heavy = ('torch', 'lancedb', 'lance', 'pyarrow', 'pygit2', 'onnxruntime', 'tokenizers',"
+        " 'numpy', 'sentence_transformers')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from codechunkd import __version__, heap
+from codechunkd import __version__
 from codechunkd.config import Settings, load_settings
 from codechunkd.errors import CodechunkdError
 from codechunkd.storage.request import MAX_K, SearchRequest
@@ -578,13 +577,15 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
 
 def _check_language(language: str | None, settings: Settings) -> None:
     """A ``--lang`` no file can have is an error naming the known ones (not "no results")."""
+    if language is None:
+        return
     import difflib
 
     from codechunkd.chunking.languages import known_languages
     from codechunkd.errors import ConfigError
 
     known = known_languages(settings.chunking.extensions)
-    if language is None or language in known:
+    if language in known:
         return
     close = difflib.get_close_matches(language, sorted(known), n=3)
     guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
@@ -634,6 +635,32 @@ def _coverage_notes(answer: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _search_here(
+    settings: Settings, req: SearchRequest
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Search the index in this process: Lance alone, no LanceDB (``open_index``); the
+    query model loads on a thread meanwhile (onnxruntime releases the GIL for much of it).
+    No child process for the vector: it would import numpy and the model's runtime a
+    second time, for a small gain in wall time now that opening the index is quick.
+    With the hits comes the coverage while it is incomplete (as a daemon's answer has it)."""
+    import threading
+
+    from codechunkd.storage.reader import open_index, query_embedder
+
+    warm: threading.Thread | None = None
+    embedder = None
+    if req.mode != "text":
+        embedder = query_embedder(settings)
+        warm = threading.Thread(target=embedder.embed, args=([req.query],), daemon=True)
+        warm.start()
+    index = open_index(settings=settings, embedder=embedder)
+    if warm is not None:
+        warm.join()
+    hits = [h.as_dict() for h in index.run(req)]
+    cov = index.coverage(repo=req.repo)
+    return hits, (None if cov.complete else {"coverage": {**cov.as_dict(), "text": cov.text()}})
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     req = _search_request(args)
     _check_language(req.language, _settings(args))
@@ -641,39 +668,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
     partial = answer.get("partial") if answer else None
     if hits is None:  # no daemon: search here (loads the query model in this process)
-        import threading
-        from dataclasses import replace
-
-        from codechunkd.embedding import query_child
-
-        settings = _settings(args)
-        proc = None
-        if req.mode != "text" and settings.embedding.backend in ("onnx", "torch"):
-            # the query vector from another process while LanceDB is imported here
-            proc = query_child.start(replace(settings.embedding, backend="onnx"), req.query)
-
-        from codechunkd.storage.reader import open_index, query_embedder
-
-        embedder = query_embedder(settings)
-        child: query_child.ChildQueryEmbedder | None = None
-        warm: threading.Thread | None = None
-        if proc is not None:
-            embedder = child = query_child.ChildQueryEmbedder(embedder, proc, req.query)
-        elif req.mode != "text":  # load the model on a thread meanwhile
-            warm = threading.Thread(target=embedder.embed, args=(["warm up"],), daemon=True)
-            warm.start()
-        index = open_index(settings=settings, embedder=embedder)
-        if warm is not None:
-            warm.join()
-        try:
-            found = index.run(req)
-        finally:
-            if child is not None:
-                child.close()
-        hits = [h.as_dict() for h in found]
-        cov = index.coverage(repo=req.repo)
-        if not cov.complete:
-            answer = {"coverage": {**cov.as_dict(), "text": cov.text()}}
+        hits, answer = _search_here(_settings(args), req)
     out = sys.stderr if args.json else sys.stdout  # stdout keeps its shape under --json
     if partial:
         out.write(_partial_note(partial) + "\n")
@@ -792,7 +787,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from codechunkd import logs
     from codechunkd.daemon.control import SourceSpec
 
-    logs.configure(level=logging.DEBUG if args.verbose else logging.INFO)
+    logs.configure(level=logs.DEBUG if args.verbose else logs.INFO)
     os.environ.setdefault("LANCEDB_LOG", "error")
     settings = _settings(args)
     specs = [SourceSpec.parse(p) for p in args.paths]
@@ -976,11 +971,14 @@ def _unexpected(exc: Exception, *, verbose: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for the resume hint
-    heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
+    if args.command != "status":  # status starts no thread: skip ctypes' import
+        from codechunkd import heap
+
+        heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
     if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
         from codechunkd import logs
 
-        logs.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
+        logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING)
     try:
         code = COMMANDS[args.command](args)
     except CodechunkdError as exc:

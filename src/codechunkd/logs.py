@@ -14,6 +14,9 @@ from typing import Any
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
+"""The levels the CLI passes (so that it need not import ``logging`` for them)."""
+
 
 def configure(*, level: int = logging.INFO, json: bool | None = None) -> None:
     if json is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -108,6 +107,8 @@ def runtime_dir(*, env: Mapping[str, str] | None = None, platform: str = sys.pla
             return candidate
     getuid = getattr(os, "getuid", None)
     owner = str(getuid()) if getuid is not None else env.get("USERNAME", "user")
+    import tempfile  # (with shutil and random: not for every command's start)
+
     base = tempfile.gettempdir() if is_windows(platform) else "/tmp"  # noqa: S108 - made 0700
     return Path(base) / f"codechunkd-{owner}"
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import math
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -141,6 +139,8 @@ def _coerce(key: str, tp: Any, value: object, origin: str) -> object:
 
 def read_toml(path: Path) -> dict[str, object]:
     """Flatten a TOML settings file into dotted keys, rejecting unknown ones."""
+    import tomllib  # only when there is a file: `status` without one skips it
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -180,6 +180,8 @@ def read_env(env: Mapping[str, str]) -> dict[str, object]:
             continue
         key = by_env.get(name)
         if key is None:
+            import difflib
+
             close = difflib.get_close_matches(name, by_env, n=1)
             guess = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"unknown setting {name}{guess}", key=name, origin="environment")

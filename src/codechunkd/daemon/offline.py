@@ -2,7 +2,8 @@
 
 ``codechunkd status`` and the MCP server's ``status`` tool both show it, through the same
 rendering as the daemon's own document (``daemon/status.py``).  It reads ``state.json``
-(stdlib only, no LanceDB or pyarrow) and asks git for HEAD, nothing else.
+(stdlib only, no LanceDB or pyarrow) and each source's HEAD (its files, else pygit2),
+nothing else.
 """
 
 from __future__ import annotations
@@ -19,8 +20,16 @@ from codechunkd.storage.statefile import read_state_file
 
 
 def live_head(repo: str, git_dir: str, ref: str | None) -> tuple[str | None, str]:
-    """(commit, branch) of a source now, straight from its git dir; (None, "?") if unreadable."""
-    from codechunkd.git.changes import GitSource  # pygit2: only when there are sources
+    """(commit, branch) of a source now, straight from its git dir; (None, "?") if unreadable.
+
+    Read from the files when they say it plainly (``git/headfile.py``: no pygit2 import),
+    else by pygit2."""
+    from codechunkd.git.headfile import read_head
+
+    plain = read_head(git_dir, ref)
+    if plain is not None:
+        return plain
+    from codechunkd.git.changes import GitSource  # pygit2: the cases the files leave open
 
     try:
         head = GitSource(git_dir if ref else repo, ref=ref).head()

@@ -193,6 +193,7 @@ class LockedEmbedder:
                     self.last_used = self.clock()
             finally:
                 self.loading, self.loading_since = False, None
+            heap.release_freed_memory()  # the model file's parse buffers, freed by now
 
     def embed_within(self, texts: Sequence[str], wait_s: float) -> Vectors:
         """A few texts (a query) in one turn, if the model is free within ``wait_s``; else
@@ -207,6 +208,7 @@ class LockedEmbedder:
             return self.inner.embed(texts)
         parts = []
         done = 0
+        cold = not self.loaded
         while done < len(texts):
             with self._turn():
                 size = self.slice_texts()
@@ -216,6 +218,8 @@ class LockedEmbedder:
                 self.last_used = self.clock()
                 self.slices += 1
             done += size
+        if cold and self.loaded:  # loaded by this call: give back what loading freed
+            heap.release_freed_memory()
         return np.concatenate(parts).astype(np.float32, copy=False)
 
     def _measured(self, count: int, seconds: float) -> None:

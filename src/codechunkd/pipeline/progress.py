@@ -23,6 +23,7 @@ class Counts(Protocol):
     reused: int
     seeded: int
 
+
 log = structlog.get_logger("codechunkd.sync")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +58,13 @@ def _where(source: str | None, extra: str | None = None) -> str | None:
     return " AND ".join(parts) or None
 
 
-def coverage(store: IndexStore, source: str | None = None) -> Coverage:
+class Counts(Protocol):
+    """What :func:`coverage` reads: ``IndexStore`` (the writer) and ``LanceReader``."""
+
+    def count_chunks(self, where: str | None = None) -> int: ...
+
+
+def coverage(store: Counts, source: str | None = None) -> Coverage:
     """The coverage of one source's rows, or of the whole table (two filtered counts)."""
     chunks = store.count_chunks(_where(source))
     if not chunks:

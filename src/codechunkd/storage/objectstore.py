@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import http.client
 import os
 import urllib.parse
 from collections.abc import Mapping
@@ -149,6 +148,8 @@ class S3Client:
         path = f"{self.prefix}/{urllib.parse.quote(key, safe='/-_.~')}"
         hdrs = {k.lower(): v for k, v in (headers or {}).items()}
         hdrs.update(self._sign(method, path, body, hdrs))
+        import http.client  # only for an s3:// index: status on a directory skips it
+
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         conn = cls(self.host, timeout=self.timeout)
         try:

@@ -19,10 +19,11 @@ from typing import Any
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
 from codechunkd.storage.coverage import Coverage, coverage
+from codechunkd.storage.lance_reader import ChunkReader, LanceReader
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
-from codechunkd.storage.store import IndexStore, SourceState, quote
+from codechunkd.storage.store import SourceState, quote
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,7 +69,7 @@ def _row(r: dict[str, Any]) -> Row:
 class Index:
     """A read-only view of one index directory."""
 
-    def __init__(self, store: IndexStore, settings: Settings, embedder: Embedder | None = None):
+    def __init__(self, store: ChunkReader, settings: Settings, embedder: Embedder | None = None):
         self.store = store
         self.settings = settings
         self._embedder = embedder
@@ -193,7 +194,8 @@ def open_index(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
 ) -> Index:
-    """Open an index for reading (default: the configured ``index.dir``)."""
+    """Open an index for reading (default: the configured ``index.dir``), through Lance
+    alone: no LanceDB import (``storage/lance_reader.py``)."""
     settings = settings or load_settings(overrides={"index.dir": path})
     paths = IndexPaths.of(settings)
-    return Index(IndexStore(paths.uri, storage_options=paths.storage_options), settings, embedder)
+    return Index(LanceReader(paths.uri, storage_options=paths.storage_options), settings, embedder)

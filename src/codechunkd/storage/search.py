@@ -28,13 +28,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from codechunkd.storage import ranking
-from codechunkd.storage.store import IndexStore, code_words, quote
+from codechunkd.storage.store import code_words, quote
+
+if TYPE_CHECKING:
+    from codechunkd.storage.lance_reader import ChunkReader
 
 RRF_K = 60
 """The RRF constant.  Smaller ones (30, 20, 10) lost code questions on the tune split
@@ -423,7 +426,7 @@ _HOLE = "\0"
 class Searcher:
     """Queries over one index; ``embed_query`` turns a query into a vector."""
 
-    def __init__(self, store: IndexStore) -> None:
+    def __init__(self, store: ChunkReader) -> None:
         self.store = store
 
     def _vector(

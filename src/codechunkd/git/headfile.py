@@ -1,0 +1,85 @@
+"""HEAD (or a branch) of a repository read from its files, without pygit2.
+
+``codechunkd status`` shows each source's HEAD beside the indexed commit; pygit2's
+import is most of that command's start (its enums alone), so the common cases are
+read here with the standard library: ``HEAD`` naming a branch or a commit, the
+branch a loose ref file or a line of ``packed-refs``, in the repository's common
+directory (a linked worktree's ``commondir``).  Anything else (a symbolic ref
+pointing at a symbolic ref, the reftable format's placeholder, a missing branch,
+a ref outside ``refs/heads/``, an unreadable file) returns None, and the caller
+asks pygit2, which knows every case.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_MAX = 4096
+"""Bytes read of ``HEAD``, a loose ref or ``commondir``: more is no ref file."""
+_REFTABLE = "refs/heads/.invalid"
+"""What ``HEAD`` says in a repository whose refs are in the reftable format."""
+
+
+def _small(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX:
+        return None
+    try:
+        return data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    common = _small(git_dir / "commondir")
+    return (git_dir / common) if common else git_dir
+
+
+def _packed(common: Path, name: str) -> str | None:
+    try:
+        with (common / "packed-refs").open("r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                oid, _, ref = line.rstrip("\n").partition(" ")
+                if ref == name and _OID.fullmatch(oid):
+                    return oid
+    except OSError:
+        return None
+    return None
+
+
+def branch_commit(git_dir: Path, name: str) -> str | None:
+    """The commit ``refs/heads/...`` ``name`` points at, if its files say so plainly."""
+    if not name.startswith("refs/heads/") or name == _REFTABLE or ".." in name:
+        return None
+    common = _common_dir(git_dir)
+    loose = _small(common / name)
+    if loose is not None:
+        return loose if _OID.fullmatch(loose) else None
+    return _packed(common, name)
+
+
+def read_head(git_dir: str, ref: str | None) -> tuple[str, str] | None:
+    """(commit, branch) as ``GitSource.head`` gives it, or None: ask pygit2.
+
+    ``ref``: the branch of a ref source (``refs/heads/...``); None: the ``HEAD`` of
+    ``git_dir`` (branch ``HEAD`` when detached)."""
+    root = Path(git_dir)
+    if ref is not None:
+        commit = branch_commit(root, ref)
+        return (commit, ref) if commit else None
+    head = _small(root / "HEAD")
+    if head is None:
+        return None
+    if _OID.fullmatch(head):
+        return head, "HEAD"
+    if not head.startswith("ref: "):
+        return None
+    name = head.removeprefix("ref: ").strip()
+    commit = branch_commit(root, name)
+    return (commit, name.removeprefix("refs/heads/")) if commit else None

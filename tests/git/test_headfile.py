@@ -1,0 +1,68 @@
+"""HEAD read from a repository's files (``git/headfile.py``) agrees with pygit2 in every
+case it answers, and leaves the others to pygit2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Repo
+
+from codechunkd.git.changes import GitSource
+from codechunkd.git.headfile import read_head
+
+
+def _pygit2(repo: Path, ref: str | None = None) -> tuple[str | None, str]:
+    source = GitSource(repo, ref=ref)
+    head = source.head()
+    return head.commit, head.branch
+
+
+def _git_dir(repo: Path) -> str:
+    return GitSource(repo).source.git_dir
+
+
+def test_head_from_files_matches_pygit2_for_loose_packed_detached_and_worktrees(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A branch in a loose ref file, the same branch packed, a detached HEAD, a branch
+    with a slash, and a linked worktree's own HEAD: the same (commit, branch) as pygit2."""
+    repo.write("a.py", "x = 1\n")
+    first = repo.commit("one")
+    assert read_head(_git_dir(repo.path), None) == _pygit2(repo.path) == (first, "main")
+    repo.git("pack-refs", "--all")
+    assert not (repo.path / ".git/refs/heads/main").exists()
+    assert read_head(_git_dir(repo.path), None) == (first, "main")
+    repo.git("checkout", "-q", "-b", "feature/x")
+    second = repo.commit("two")
+    assert read_head(_git_dir(repo.path), None) == _pygit2(repo.path) == (second, "feature/x")
+    repo.git("checkout", "-q", "--detach", first)
+    assert read_head(_git_dir(repo.path), None) == _pygit2(repo.path) == (first, "HEAD")
+    linked = tmp_path / "linked"
+    repo.git("worktree", "add", "-q", str(linked), "main")
+    assert "/worktrees/" in _git_dir(linked)
+    assert read_head(_git_dir(linked), None) == _pygit2(linked) == (first, "main")
+
+
+def test_a_ref_source_reads_its_branch_and_other_cases_are_left_to_pygit2(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A bare mirror's branch is read from its files; an unborn branch, a tag, a missing
+    ref, HEAD naming a symbolic ref or holding garbage, and a missing git dir give None."""
+    bare = tmp_path / "mirror.git"
+    unborn = _git_dir(repo.path)
+    assert read_head(unborn, None) is None  # unborn: pygit2 says which branch
+    repo.write("a.py", "x = 1\n")
+    commit = repo.commit("one")
+    repo.git("tag", "-a", "-m", "t", "v1")
+    repo.git("clone", "-q", "--mirror", str(repo.path), str(bare))
+    assert read_head(str(bare), "refs/heads/main") == _pygit2(bare, "refs/heads/main")
+    assert read_head(str(bare), "refs/heads/main") == (commit, "refs/heads/main")
+    assert read_head(str(bare), "refs/tags/v1") is None  # an annotated tag: peeled by pygit2
+    assert read_head(str(bare), "refs/heads/nope") is None
+    assert read_head(str(bare), "refs/heads/../../config") is None
+    head = Path(_git_dir(repo.path)) / "HEAD"
+    head.write_text("ref: refs/remotes/origin/HEAD\n")
+    assert read_head(_git_dir(repo.path), None) is None
+    head.write_text("\x00\xff garbage")
+    assert read_head(_git_dir(repo.path), None) is None
+    assert read_head(str(tmp_path / "absent"), None) is None
