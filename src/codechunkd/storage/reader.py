@@ -19,6 +19,8 @@ from typing import Any
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.refgraph import Definition, Use
+from codechunkd.storage.refquery import Caller, ReferenceQueries
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
 from codechunkd.storage.store import IndexStore, SourceState, quote
@@ -72,6 +74,7 @@ class Index:
         self.settings = settings
         self._embedder = embedder
         self.searcher = Searcher(store)
+        self.refs = ReferenceQueries(store)
 
     @property
     def embedder(self) -> Embedder:
@@ -159,6 +162,24 @@ class Index:
 
     def sources(self) -> list[SourceState]:
         return self.store.states()
+
+    # -- the reference graph (storage/refquery.py) -----------------------------
+
+    def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
+        """Definitions of ``name`` (bare, or qualified: ``Session.request``)."""
+        return self.refs.definitions(name, repo=repo)
+
+    def references(self, symbol: str, *, repo: str | None = None) -> list[Use]:
+        """Uses of ``symbol``, each with the definition it resolved to and how."""
+        return self.refs.references(symbol, repo=repo)
+
+    def callers(self, symbol: str, *, repo: str | None = None) -> list[Caller]:
+        """The chunks that call ``symbol``."""
+        return self.refs.callers(symbol, repo=repo)
+
+    def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
+        """What ``symbol`` calls, resolved where the index holds the definition."""
+        return self.refs.callees(symbol, repo=repo)
 
 
 def query_embedder(settings: Settings) -> Embedder:

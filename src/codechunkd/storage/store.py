@@ -39,6 +39,7 @@ from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.objectstore import failure_reason, is_local
+from codechunkd.storage.references import reference_rows, replace_references
 from codechunkd.storage.statefile import SourceState as SourceState  # re-exported
 from codechunkd.storage.statefile import read_state_file as read_state_file  # re-exported
 from codechunkd.storage.statefile import write_state_file
@@ -179,6 +180,8 @@ class FragmentBatch:
     """The batch's rows of ``files`` (one per file, skipped ones included)."""
     chunks: int
     """Rows in the data files."""
+    references: pa.Table | None = None
+    """The batch's rows of ``references`` (added by the driver's commit)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,6 +269,7 @@ class IndexStore:
         self._ensure(S.CHUNKS, S.chunks_schema(dimension, model_id))
         self._ensure(S.FILES, S.FILES_SCHEMA)
         self._ensure(S.REPOS, S.REPOS_SCHEMA)
+        self._ensure(S.REFERENCES, S.REFERENCES_SCHEMA)
 
     @translating("reading the table schema")
     def index_model(self) -> tuple[str, int] | None:
@@ -284,7 +288,7 @@ class IndexStore:
 
     @translating("dropping the tables")
     def drop_all(self) -> None:
-        for name in (S.CHUNKS, S.FILES, S.REPOS):
+        for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
             if name in self.table_names():
                 self.db.drop_table(name)
         self._tables.clear()
@@ -412,6 +416,20 @@ class IndexStore:
         self._open(S.CHUNKS).merge_insert("id").when_matched_update_all().execute(table)
 
     # -- reads --------------------------------------------------------------
+
+    @translating("reading a table")
+    def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]:
+        """(table version, the columns of every ``references`` row); (0, empty) without one."""
+        if S.REFERENCES not in self.table_names():
+            return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
+        tbl = self._open(S.REFERENCES)
+        return int(tbl.version), self._scan(S.REFERENCES, None, columns)
+
+    @translating("reading the table version")
+    def references_version(self) -> int:
+        if S.REFERENCES not in self.table_names():
+            return 0
+        return int(self._open(S.REFERENCES).version)
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:
@@ -549,6 +567,7 @@ class IndexStore:
                 if rows.num_rows:
                     chunks.add(rows)
                 crashpoint("write_batch.chunks_committed")
+                self._write_references(source, head, files, now, scope, append=True)
                 self._open(S.FILES).add(self._file_rows(source, files, now))
                 crashpoint("write_batch.after")
                 return
@@ -563,6 +582,7 @@ class IndexStore:
             else:
                 chunks.delete(scope)
             crashpoint("write_batch.chunks_committed")
+            self._write_references(source, head, files, now, scope, append=False)
             file_rows = self._file_rows(source, files, now)
             tbl = self._open(S.FILES)
             if file_rows.num_rows:
@@ -578,6 +598,22 @@ class IndexStore:
             crashpoint("write_batch.after")
         except Exception as exc:
             raise translate(exc, f"writing {len(paths)} files to {self.uri}") from exc
+
+    def _write_references(
+        self,
+        source: Source,
+        head: Head,
+        files: Sequence[IndexedFile],
+        now: datetime,
+        scope: str,
+        *,
+        append: bool,
+    ) -> None:
+        """The files' ``references`` rows, replaced in one commit (storage/references.py):
+        after their chunks, before their manifest rows, so a kill between is redone."""
+        rows = reference_rows(source, head, files, now, row_id)
+        replace_references(self._open(S.REFERENCES), rows, scope, append=append)
+        crashpoint("write_batch.references_committed")
 
     def _chunk_rows(
         self,
@@ -680,7 +716,10 @@ class IndexStore:
         frags = write_fragments(rows, tbl.to_lance(), schema=rows.schema) if rows.num_rows else []
         crashpoint("write_fragments.after")
         return FragmentBatch(
-            fragments=tuple(frags), files=self._file_rows(source, files, now), chunks=rows.num_rows
+            fragments=tuple(frags),
+            files=self._file_rows(source, files, now),
+            chunks=rows.num_rows,
+            references=reference_rows(source, head, files, now, row_id),
         )
 
     def commit_fragments(self, batches: Sequence[FragmentBatch]) -> int:
@@ -702,6 +741,11 @@ class IndexStore:
                     ds, lance.LanceOperation.Append(frags), read_version=ds.version
                 )
             crashpoint("commit_fragments.chunks_committed")
+            refs = [b.references for b in batches if b.references is not None]
+            if refs:
+                replace_references(
+                    self._open(S.REFERENCES), pa.concat_tables(refs), "", append=True
+                )
             if files:
                 self._open(S.FILES).add(pa.concat_tables(files))
             crashpoint("commit_fragments.after")
@@ -772,7 +816,7 @@ class IndexStore:
     @translating("removing a source")
     def remove_source(self, source: SourceId) -> None:
         where = f"source = {quote(source)}"
-        for name in (S.CHUNKS, S.FILES, S.REPOS):
+        for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
             if name in self.table_names():
                 self._open(name).delete(where)
 
@@ -881,6 +925,10 @@ class IndexStore:
                 self.index_text()
                 crashpoint("fold.indexed")
                 tbl.to_lance().cleanup_old_versions(older_than=keep)
+            if S.REFERENCES in self.table_names():  # many small rows: compacted as chunks
+                refs = self._open(S.REFERENCES).to_lance()
+                refs.optimize.compact_files(target_rows_per_fragment=fragment_rows, num_threads=1)
+                refs.cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
                 if name in self.table_names():
                     self._open(name).optimize(cleanup_older_than=keep)
