@@ -130,6 +130,7 @@ class RefGraph:
             lambda: defaultdict(list)
         )
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for i in range(self._n):
             key = (self._src[i], self._path[i])
@@ -143,6 +144,8 @@ class RefGraph:
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
                 if kind == "import":
                     self._imports[key][name].append(i)
+                    if self._qual[i] and self._qual[i] != name:
+                        self._aliases[self._qual[i]].add(name)
         for src, path in {(self._src[i], self._path[i]) for i in range(self._n)}:
             for suffix in _suffixes(_stem(path)):
                 self._modules[(src, suffix)].add(path)
@@ -203,7 +206,11 @@ class RefGraph:
     def resolve(self, i: int) -> tuple[list[int], str]:
         """The definition rows the use row ``i`` can mean, and how it was resolved."""
         name, src, path = self._name[i], self._src[i], self._path[i]
-        if not self.defs_by_name.get(name) and self._kind[i] != "import":
+        if (
+            not self.defs_by_name.get(name)
+            and self._kind[i] != "import"
+            and name not in self._imports.get((src, path), {})
+        ):
             return [], ""
         qual = self._qual[i]
         if self._kind[i] == "import":
@@ -311,7 +318,9 @@ class RefGraph:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
         out = []
-        for name in {_short(d.symbol) for d in targets}:
+        names = {_short(d.symbol) for d in targets}
+        names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
+        for name in names:
             for i in self.uses_by_name.get(name, ()):
                 if kinds is not None and self._kind[i] not in kinds:
                     continue
