@@ -27,7 +27,6 @@ from codechunkd.storage import schema as S
 
 if TYPE_CHECKING:
     from codechunkd.git.changes import Head, Source
-    from codechunkd.storage.store import IndexedFile
 
 __all__ = ["DEFINITION", "reference_rows", "replace_references"]
 
@@ -45,17 +44,16 @@ def _short(symbol: str) -> str:
 def reference_rows(
     source: Source,
     head: Head,
-    files: Sequence[IndexedFile],
+    files: Sequence[Any],
     now: datetime,
     row_id: Any,
 ) -> pa.Table:
-    """The ``references`` rows of ``files`` (``row_id(source, chunk id)`` names the chunk row)."""
+    """The ``references`` rows of ``files`` (store.py's ``IndexedFile``s: this module is
+    below it), ``row_id(source, chunk id)`` naming each chunk's row."""
     cols: dict[str, list[Any]] = {f.name: [] for f in S.REFERENCES_SCHEMA}
     sid = source.id
 
-    def add(
-        rid: str, f: IndexedFile, c: Any, kind: str, name: str, qual: str, mod: str, line: int
-    ) -> None:
+    def add(rid: str, f: Any, c: Any, kind: str, name: str, qual: str, mod: str, line: int) -> None:
         for k, v in (
             ("id", rid),
             ("source", sid),

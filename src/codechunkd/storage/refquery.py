@@ -8,10 +8,11 @@ take) and says how the name was resolved: ``exact``, ``imported`` or ``by-name``
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, Definition, RefGraph, Use
+from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.store import IndexStore
 
 __all__ = ["CALL_KINDS", "Caller", "ReferenceQueries"]
@@ -92,3 +93,36 @@ class ReferenceQueries:
         """What the definitions of ``symbol`` call, resolved (unresolved calls included)."""
         g = self.graph()
         return g.uses_in(g.definitions(symbol, self._sources(repo)), set(CALL_KINDS))
+
+    def repo_map(
+        self,
+        *,
+        count_tokens: Callable[[Sequence[str]], list[int]],
+        budget: int,
+        repo: str | None = None,
+        path: str = "",
+    ) -> list[MapEntry]:
+        """The repository map (storage/repomap.py) of ``repo`` (default: the only source,
+        else all), files under ``path``, within ``budget`` tokens."""
+        sources = self._sources(repo)
+        if sources is None:
+            every = {s.source.id for s in self.store.states()}
+            sources = every if len(every) == 1 else None
+        source = next(iter(sources)) if sources else None
+        if repo is not None and source is None:
+            return []
+
+        def signatures(ids: Sequence[str]) -> dict[str, str]:
+            return {
+                r["id"]: r["signature"] for r in self.store.rows_by_id(ids, ["id", "signature"])
+            }
+
+        prefix = path.strip("/") + "/" if path.strip("/") else ""
+        return repo_map(
+            self.graph(),
+            source=source,
+            signatures=signatures,
+            count_tokens=count_tokens,
+            budget=budget,
+            prefix=prefix,
+        )
