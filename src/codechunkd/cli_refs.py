@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from codechunkd.config import Settings
+from codechunkd.display import printable
 
 __all__ = ["COMMANDS", "add_parsers", "definition_dicts", "reference_dicts"]
 
@@ -70,7 +71,7 @@ def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
     if args.json:
         sys.stdout.write(json.dumps(value, indent=1) + "\n")
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
 
 
 def cmd_defs(args: argparse.Namespace, settings: GetSettings) -> int:
@@ -138,7 +139,7 @@ def cmd_map(args: argparse.Namespace, settings: GetSettings) -> int:
     if args.json:
         sys.stdout.write(json.dumps(value, indent=1) + "\n")
     else:
-        sys.stdout.write(render(entries))
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in render(entries).splitlines()))
     return 0
 
 
