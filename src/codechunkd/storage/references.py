@@ -1,11 +1,13 @@
 """The ``references`` table: the definitions each chunk makes and the names it uses.
 
 Written by ``IndexStore`` in the same per-file replacement as ``chunks`` (docs/schema.md):
-a file's reference rows are replaced by its new ones in one table commit, right after its
-chunk rows and before its ``files`` row.  The manifest is written last, so a process killed
-between the three commits leaves the file's manifest row old, and the next sync redoes the
-file: chunks and references both new again.  Until then a reader may see the new chunks
-with the old references (chunk ids that no longer exist); the reader drops those.
+a file's reference rows are replaced by its new ones in one table commit, right before its
+chunk rows (a cold build appends them right after) and before its ``files`` row.  So by
+the time an edit is searchable its references are there, and as the manifest is written
+last, a process killed between the three commits leaves the file's manifest row old: the
+next sync redoes the file, both tables new again.
+Until then (and for the instant between two commits) a reader may see new references with
+old chunks: a ``chunk_id`` that is not yet (or no longer) a row.
 
 One row per definition (``kind`` ``definition``: ``name`` is the last part of the qualified
 name, ``qualifier`` the whole of it) and one per :class:`~codechunkd.chunking.references.Ref`

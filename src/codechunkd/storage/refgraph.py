@@ -35,7 +35,11 @@ IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
 _SELF: Final = frozenset({"", "self", "cls", "this", "Self", "super()", "super"})
+_SUPER: Final = frozenset({"super()", "super"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java"})
+#: Languages where a bare name can call a member of the enclosing class.
+_BARE_MEMBERS: Final = frozenset({"java"})
+_MEMBER: Final = re.compile(r"\.|::")
 _EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
 _INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
 COLUMNS: Final = [
@@ -131,6 +135,7 @@ class RefGraph:
         )
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
+        self._bases: dict[tuple[str, str], set[str]] = defaultdict(set)  # class -> base names
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for i in range(self._n):
             key = (self._src[i], self._path[i])
@@ -142,6 +147,8 @@ class RefGraph:
             else:
                 self.uses_by_name[name].append(i)
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
+                if kind == "inherit":
+                    self._bases[(self._src[i], self._csym[i])].add(name)
                 if kind == "import":
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
@@ -217,10 +224,29 @@ class RefGraph:
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
-        if local and qual in _SELF:
+        if local and not qual and self._lang[i] not in _BARE_MEMBERS:
+            here = self._csym[i]  # a member is not a bare name, a function nested here is
+            local = [
+                j
+                for j in local
+                if not _MEMBER.search(self._qual[j])
+                or _MEMBER.split(self._qual[j])[:-1] == _MEMBER.split(here)
+            ]
+        if qual in _SUPER:  # the base class's, never the overriding one here
+            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            if inherited:
+                same = all(self._path[j] == path for j in inherited)
+                return inherited, EXACT if same else IMPORTED
+        elif local and qual in _SELF:
             owner = self._csym[i].rpartition(".")[0]
             mine = [j for j in local if owner and self._qual[j].startswith(owner + ".")]
-            return mine or local, EXACT
+            if mine or not qual or not owner:
+                return mine or local, EXACT
+        if qual in _SELF and qual:
+            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            if inherited:
+                same = all(self._path[j] == path for j in inherited)
+                return inherited, EXACT if same else IMPORTED
         imports = self._imports.get((src, path), {})
         if not qual:
             found = []
@@ -258,6 +284,28 @@ class RefGraph:
                 return (found, IMPORTED) if found else ([], "")
         anywhere = [j for j in self.defs_by_name.get(name, ()) if self._src[j] == src]
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _inherited(self, src: str, owner: str, name: str, depth: int) -> list[int]:
+        """Definitions of ``name`` in the base classes of ``owner`` (by their names), up to
+        four levels: ``self.x()`` in a subclass calls the base's ``x``."""
+        if not owner or depth > 3:
+            return []
+        found: list[int] = []
+        for base in self._bases.get((src, owner), ()):
+            ends = f"{base}.{name}"
+            found += [
+                j
+                for j in self.defs_by_name.get(name, ())
+                if self._src[j] == src
+                and (self._qual[j] == ends or self._qual[j].endswith("." + ends))
+            ]
+            if not found:
+                qualified = [
+                    self._qual[j] for j in self.defs_by_name.get(base, ()) if self._src[j] == src
+                ]
+                for q in qualified:
+                    found += self._inherited(src, q, name, depth + 1)
+        return found
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
         directory = posixpath.dirname(path)

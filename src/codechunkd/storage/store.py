@@ -563,14 +563,15 @@ class IndexStore:
         rows = self._chunk_rows(source, head, files, model_id, now, chunks.schema)
         try:
             crashpoint("write_batch.before")
-            if new and not deletes:
-                if rows.num_rows:
+            if new and not deletes:  # references after chunks: a kill between leaves
+                if rows.num_rows:  # chunk rows with no manifest row, found and replaced
                     chunks.add(rows)
                 crashpoint("write_batch.chunks_committed")
                 self._write_references(source, head, files, now, scope, append=True)
                 self._open(S.FILES).add(self._file_rows(source, files, now))
                 crashpoint("write_batch.after")
                 return
+            self._write_references(source, head, files, now, scope, append=False)
             if rows.num_rows:
                 (
                     chunks.merge_insert("id")
@@ -582,7 +583,6 @@ class IndexStore:
             else:
                 chunks.delete(scope)
             crashpoint("write_batch.chunks_committed")
-            self._write_references(source, head, files, now, scope, append=False)
             file_rows = self._file_rows(source, files, now)
             tbl = self._open(S.FILES)
             if file_rows.num_rows:
@@ -609,8 +609,10 @@ class IndexStore:
         *,
         append: bool,
     ) -> None:
-        """The files' ``references`` rows, replaced in one commit (storage/references.py):
-        after their chunks, before their manifest rows, so a kill between is redone."""
+        """The files' ``references`` rows, replaced in one commit (storage/references.py),
+        before their manifest rows: a kill in between leaves the manifest old, and the next
+        sync redoes the files.  A replacement writes them before the chunks (an edit that
+        is searchable has its references); an append (a cold index) after them."""
         rows = reference_rows(source, head, files, now, row_id)
         replace_references(self._open(S.REFERENCES), rows, scope, append=append)
         crashpoint("write_batch.references_committed")
