@@ -38,6 +38,10 @@ from pkg.util import clean
 def main():
     e = Engine()
     return e.run(clean(" a "))
+
+
+def other(thing):
+    return thing.step(1)
 """
 
 
@@ -57,8 +61,9 @@ def test_references_resolve_exact_imported_and_by_name(
     repo: Repo, indexer: Indexer, settings: Settings
 ) -> None:
     """Same file is ``exact``, through an import (aliased, relative, re-exported by a
-    package ``__init__``) ``imported``, a method on an unknown object ``by-name``; the
-    chunk ids are ``chunks`` rows."""
+    package ``__init__``) ``imported``, a method on a variable given the imported class
+    ``imported``, a method on an unknown object ``by-name``; the chunk ids are ``chunks``
+    rows."""
     _repo(repo)
     indexer.sync(repo.path)
     index = Index(indexer.store, settings)
@@ -66,9 +71,9 @@ def test_references_resolve_exact_imported_and_by_name(
     assert clean.path == "pkg/util.py" and clean.symbol == "clean"
     assert _callers(index, "clean") == {("helper", "imported"), ("main", "imported")}
     assert _callers(index, "helper") == {("Engine.run", "exact")}
-    assert _callers(index, "Engine.step") == {("Engine.run", "exact")}
+    assert _callers(index, "Engine.step") == {("Engine.run", "exact"), ("other", "by-name")}
     assert _callers(index, "Engine") == {("main", "imported")}  # via pkg/__init__.py
-    assert _callers(index, "Engine.run") == {("main", "by-name")}  # e is not typed
+    assert _callers(index, "Engine.run") == {("main", "imported")}  # e = Engine()
     for c in index.callers("clean"):
         row = index.get(c.chunk_id)
         assert row is not None and row.symbol == c.symbol

@@ -14,7 +14,10 @@ Kinds: ``call`` (calls, ``new``, decorators, macros), ``inherit`` (base classes,
 interfaces and traits), ``type`` (type annotations and type uses), ``value`` (a name used
 as a value: passed, assigned, returned, an attribute read), ``import`` (one per name an
 import binds: ``name`` is the local name, ``qualifier`` the name in the module, empty for a
-whole module or namespace, ``module`` the module path as written).
+whole module or namespace, ``module`` the module path as written), ``binds`` (Python: a
+variable given a class by an annotation or a constructor call, ``ctx: Context``,
+``x = Foo()``: ``name`` is the class, ``qualifier`` the variable; so ``ctx.invoke()``
+resolves through ``Context``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from codechunkd.chunking.languages import get_language
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
-KINDS: Final = ("call", "inherit", "type", "value", "import")
+KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 #: When two patterns capture the same name node, the earlier kind here wins.
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: Names longer than this are not names (minified code, generated tables): skipped.
@@ -75,6 +78,13 @@ _PYTHON: Final = [
     ("value", f"(attribute object: {_Q} attribute: (identifier) @name)"),
     ("import", "(import_statement) @import"),
     ("import", "(import_from_statement) @import"),
+    ("binds", "(typed_parameter (identifier) @var type: (type (identifier) @name))"),
+    ("binds", "(typed_default_parameter name: (identifier) @var type: (type (identifier) @name))"),
+    ("binds", "(assignment left: (identifier) @var type: (type (identifier) @name))"),
+    (
+        "binds_call",
+        "(assignment left: (identifier) @var right: (call function: (identifier) @name))",
+    ),
 ]
 _JS_COMMON: Final = [
     ("call", "(call_expression function: (identifier) @name)"),
@@ -207,6 +217,23 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         if kind == "import":
             for node in caps.get("import", ()):
                 imports += _IMPORTS[language](node)
+            continue
+        if kind in {"binds", "binds_call"}:  # a variable's type (``ctx: Context``, ``x = Foo()``)
+            var, typ = caps.get("var"), caps.get("name")
+            cls = _text(typ[0]) if typ else ""
+            if kind == "binds_call" and not cls[:1].isupper():
+                continue  # ``x = make()``: a function's result, not (by convention) a class
+            if var and typ and len(cls) <= _MAX_NAME:
+                n = typ[0]
+                imports.append(
+                    Ref(
+                        _text(n),
+                        _text(var[0])[:_MAX_NAME],
+                        "binds",
+                        n.start_point[0] + 1,
+                        n.start_byte + 1,
+                    )
+                )
             continue
         names = caps.get("name")
         if not names:

@@ -135,6 +135,7 @@ class RefGraph:
         )
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
+        self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         self._bases: dict[tuple[str, str], set[str]] = defaultdict(set)  # class -> base names
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for i in range(self._n):
@@ -147,6 +148,8 @@ class RefGraph:
             else:
                 self.uses_by_name[name].append(i)
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
+                if kind == "binds":
+                    self._binds[(*key, self._csym[i], self._qual[i])].append(i)
                 if kind == "inherit":
                     self._bases[(self._src[i], self._csym[i])].add(name)
                 if kind == "import":
@@ -219,7 +222,7 @@ class RefGraph:
             and name not in self._imports.get((src, path), {})
         ):
             return [], ""
-        qual = self._qual[i]
+        qual = self._qual[i] if self._kind[i] != "binds" else ""
         if self._kind[i] == "import":
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")
@@ -261,6 +264,9 @@ class RefGraph:
             if imports.get(name):
                 return [], ""  # imported from outside the source
         else:
+            typed = self._typed(i, src, path, qual, name)
+            if typed[0]:
+                return typed
             head = re.split(r"\.|::", qual, maxsplit=1)[0]
             bound = imports.get(qual) or imports.get(head)
             if bound:
@@ -284,6 +290,34 @@ class RefGraph:
                 return (found, IMPORTED) if found else ([], "")
         anywhere = [j for j in self.defs_by_name.get(name, ()) if self._src[j] == src]
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
+        """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
+        definition: ``Context``'s ``invoke`` (or a base class's)."""
+        binds = self._binds.get((src, path, self._csym[i], var))
+        if not binds:
+            return [], ""
+        found: list[int] = []
+        how = EXACT
+        for b in binds:
+            classes, via = self.resolve(b)
+            if via == BY_NAME:
+                continue
+            for c in classes:
+                cls = self._qual[c]
+                ends = f"{cls}.{name}"
+                found += [
+                    j
+                    for j in self.defs_by_name.get(name, ())
+                    if self._qual[j] == ends
+                    and self._path[j] == self._path[c]
+                    and self._src[j] == src
+                ]
+                if not found:
+                    found += self._inherited(src, cls, name, 0)
+                if via == IMPORTED or any(self._path[j] != path for j in found):
+                    how = IMPORTED
+        return (found, how) if found else ([], "")
 
     def _inherited(self, src: str, owner: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the base classes of ``owner`` (by their names), up to
