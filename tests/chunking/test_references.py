@@ -108,19 +108,24 @@ def test_typescript_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_javascript_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
-    """ES imports, ``extends``, member calls and ``new`` in JavaScript."""
+    """ES imports and ``require``, ``extends``, member and private calls, ``new``."""
     refs = _refs(
         "lib/commands/install.js",
         "import { log } from './utils/log.js'\n"
+        "const { resolve, relative: rel } = require('node:path')\nconst pkg = require('../pkg')\n"
         "class Install extends ArboristWorkspaceCmd {\n"
         "  async exec (args) { const arb = new Arborist(opts); await arb.reify(opts); "
-        "log.warn('x'); return reifyFinish(this.npm, arb) }\n}\n",
+        "log.warn('x'); this.#track(arb); return reifyFinish(this.npm, arb) }\n}\n",
         count_tokens,
     )
     assert _has(refs, "import", "log", "log", "./utils/log.js")
     assert _has(refs, "inherit", "ArboristWorkspaceCmd")
     assert _has(refs, "call", "Arborist") and _has(refs, "call", "reify", "arb")
     assert _has(refs, "call", "warn", "log") and _has(refs, "call", "reifyFinish", "")
+    assert _has(refs, "import", "resolve", "resolve", "node:path")
+    assert _has(refs, "import", "rel", "relative", "node:path")
+    assert _has(refs, "import", "pkg", "", "../pkg")
+    assert _has(refs, "call", "#track", "this")
 
 
 def test_go_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]

@@ -93,6 +93,11 @@ _JS_COMMON: Final = [
         f"(call_expression function: (member_expression object: {_Q} "
         "property: (property_identifier) @name))",
     ),
+    (
+        "call",
+        f"(call_expression function: (member_expression object: {_Q} "
+        "property: (private_property_identifier) @name))",
+    ),
     ("call", "(new_expression constructor: (identifier) @name)"),
     (
         "call",
@@ -102,6 +107,11 @@ _JS_COMMON: Final = [
     ("value", "(arguments (identifier) @name)"),
     ("value", f"(member_expression object: {_Q} property: (property_identifier) @name)"),
     ("import", "(import_statement) @import"),
+    (
+        "import",
+        "(variable_declarator value: (call_expression function: (identifier) @fn"
+        ' (#eq? @fn "require") arguments: (arguments (string)))) @import",
+    ),
 ]
 _JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
 _TYPESCRIPT: Final = [
@@ -289,7 +299,33 @@ def _python_imports(node: Node) -> list[Ref]:
     return out
 
 
+def _js_require(node: Node) -> list[Ref]:
+    """``const x = require('m')`` binds x to m; ``const {a, b: c} = require('m')`` binds
+    a to m's a and c to m's b."""
+    call = node.child_by_field_name("value")
+    args = call.child_by_field_name("arguments") if call is not None else None
+    string = args.named_children[0] if args is not None and args.named_children else None
+    module = _text(string).strip("'\"`")
+    name = node.child_by_field_name("name")
+    if name is None or not module:
+        return []
+    if name.type == "identifier":
+        return [_ref(name, _text(name), "", module)]
+    out = []
+    if name.type == "object_pattern":
+        for part in name.named_children:
+            if part.type == "shorthand_property_identifier_pattern":
+                out.append(_ref(part, _text(part), _text(part), module))
+            elif part.type == "pair_pattern":
+                key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
+                if key is not None and value is not None and value.type == "identifier":
+                    out.append(_ref(part, _text(value), _text(key), module))
+    return out
+
+
 def _js_imports(node: Node) -> list[Ref]:
+    if node.type == "variable_declarator":
+        return _js_require(node)
     source = node.child_by_field_name("source")
     module = _text(source).strip("'\"`")
     out: list[Ref] = []

@@ -234,6 +234,7 @@ class RefGraph:
                 for j in local
                 if not _MEMBER.search(self._qual[j])
                 or _MEMBER.split(self._qual[j])[:-1] == _MEMBER.split(here)
+                or self._qual[j] == here  # a nested function calling itself
             ]
         if qual in _SUPER:  # the base class's, never the overriding one here
             inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
@@ -356,7 +357,7 @@ class RefGraph:
             "."
         ):
             rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
-            return self._modules.get((src, _stem(rel + ".ts")), set())
+            return self._modules.get((src, _stem(rel)), set())
         if lang == "go":
             for cut in range(module.count("/") + 1):
                 key = module.split("/", cut)[-1]
