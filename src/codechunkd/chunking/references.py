@@ -110,7 +110,7 @@ _JS_COMMON: Final = [
     (
         "import",
         "(variable_declarator value: (call_expression function: (identifier) @fn"
-        ' (#eq? @fn "require") arguments: (arguments (string)))) @import",
+        ' (#eq? @fn "require") arguments: (arguments (string)))) @import',
     ),
 ]
 _JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
