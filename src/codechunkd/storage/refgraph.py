@@ -125,6 +125,9 @@ class RefGraph:
         self._mod: list[str] = c["module"]  # type: ignore[assignment]
         self._line: list[int] = c["line"]  # type: ignore[assignment]
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
+        self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._memo: dict[int, tuple[list[int], str]] = {}
+        self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._file_defs: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
@@ -144,6 +147,10 @@ class RefGraph:
             kind = self._kind[i]
             if kind == DEFINITION:
                 self.defs_by_name[name].append(i)
+                self._by_src_name[(self._src[i], name)].append(i)
+                parts = _MEMBER.split(self._qual[i])
+                if len(parts) > 1:
+                    self._members[(self._src[i], parts[-2], name)].append(i)
                 self._file_defs[key][name].append(i)
             else:
                 self.uses_by_name[name].append(i)
@@ -214,7 +221,14 @@ class RefGraph:
         return sorted(out, key=lambda d: (d.path, d.line))
 
     def resolve(self, i: int) -> tuple[list[int], str]:
-        """The definition rows the use row ``i`` can mean, and how it was resolved."""
+        """The definition rows the use row ``i`` can mean, and how it was resolved
+        (remembered: the graph is of one table version)."""
+        found = self._memo.get(i)
+        if found is None:
+            found = self._memo[i] = self._resolve(i)
+        return found
+
+    def _resolve(self, i: int) -> tuple[list[int], str]:
         name, src, path = self._name[i], self._src[i], self._path[i]
         if (
             not self.defs_by_name.get(name)
@@ -289,7 +303,7 @@ class RefGraph:
                             if self._qual[k].endswith(f"{original}.{name}")
                         ]
                 return (found, IMPORTED) if found else ([], "")
-        anywhere = [j for j in self.defs_by_name.get(name, ()) if self._src[j] == src]
+        anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
@@ -309,7 +323,7 @@ class RefGraph:
                 ends = f"{cls}.{name}"
                 found += [
                     j
-                    for j in self.defs_by_name.get(name, ())
+                    for j in self._members.get((src, _MEMBER.split(cls)[-1], name), ())
                     if self._qual[j] == ends
                     and self._path[j] == self._path[c]
                     and self._src[j] == src
@@ -321,26 +335,28 @@ class RefGraph:
         return (found, how) if found else ([], "")
 
     def _inherited(self, src: str, owner: str, name: str, depth: int) -> list[int]:
-        """Definitions of ``name`` in the base classes of ``owner`` (by their names), up to
-        four levels: ``self.x()`` in a subclass calls the base's ``x``."""
-        if not owner or depth > 3:
-            return []
-        found: list[int] = []
-        for base in self._bases.get((src, owner), ()):
-            ends = f"{base}.{name}"
-            found += [
-                j
-                for j in self.defs_by_name.get(name, ())
-                if self._src[j] == src
-                and (self._qual[j] == ends or self._qual[j].endswith("." + ends))
-            ]
-            if not found:
-                qualified = [
-                    self._qual[j] for j in self.defs_by_name.get(base, ()) if self._src[j] == src
-                ]
-                for q in qualified:
-                    found += self._inherited(src, q, name, depth + 1)
-        return found
+        """Definitions of ``name`` in the base classes of ``owner`` (by their names),
+        nearest first, up to four levels: ``self.x()`` in a subclass calls the base's
+        ``x``.  Breadth first, each class once, at most 20 classes of one name."""
+        seen: set[str] = set()
+        frontier = [owner] if owner else []
+        for _ in range(4 - depth):
+            found: list[int] = []
+            nxt: list[str] = []
+            for cls in frontier:
+                for base in self._bases.get((src, cls), ()):
+                    if base in seen:
+                        continue
+                    seen.add(base)
+                    hits = self._members.get((src, base, name))
+                    if hits:
+                        found += hits
+                    else:
+                        nxt += [self._qual[j] for j in self._by_src_name.get((src, base), ())[:20]]
+            if found:
+                return found
+            frontier = nxt
+        return []
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
         directory = posixpath.dirname(path)
@@ -400,6 +416,7 @@ class RefGraph:
         if not targets:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
+        by_name = {(d.source, _short(d.symbol)): d for d in targets}
         out = []
         names = {_short(d.symbol) for d in targets}
         names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
@@ -408,6 +425,11 @@ class RefGraph:
                 if kinds is not None and self._kind[i] not in kinds:
                     continue
                 rows, how = self.resolve(i)
+                if how == BY_NAME:  # every definition of the name: no need to look
+                    d = by_name.get((self._src[i], self._name[i]))
+                    if d is not None:
+                        out.append(self._use(i, d, how))
+                    continue
                 for j in rows:
                     if (self._chunk[j], self._qual[j]) in wanted:
                         out.append(self._use(i, self.definition(j), how))
