@@ -37,7 +37,12 @@ def _name(name: str) -> str:
 
 def register(tool: Callable[[Any], Any], backend: Any) -> None:
     """Add the three tools to the server ``tool`` registers with."""
+    _definition(tool, backend)
+    _references(tool, backend)
+    _repo_map(tool, backend)
 
+
+def _definition(tool: Callable[[Any], Any], backend: Any) -> None:
     @tool
     def definition(
         name: Annotated[
@@ -64,6 +69,8 @@ def register(tool: Callable[[Any], Any], backend: Any) -> None:
             },
         )
 
+
+def _references(tool: Callable[[Any], Any], backend: Any) -> None:
     @tool
     def references(
         name: Annotated[
@@ -109,6 +116,8 @@ def register(tool: Callable[[Any], Any], backend: Any) -> None:
             },
         )
 
+
+def _repo_map(tool: Callable[[Any], Any], backend: Any) -> None:
     @tool
     def repo_map(
         path: Annotated[str, Field(description="Only files under this folder.")] = "",
