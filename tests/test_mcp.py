@@ -138,7 +138,10 @@ def test_stdio_tools_answer_like_the_cli(indexed: Repo, index_dir: Path, tmp_pat
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
             tools = {t.name: t for t in (await s.list_tools()).tools}
-            assert set(tools) == {"search", "outline", "read_chunks", "status"}
+            assert set(tools) == {
+                *("search", "outline", "read_chunks", "status"),
+                *("definition", "references", "repo_map"),
+            }
             for t in tools.values():
                 assert t.description and len(t.description) > 80, t.name
                 assert t.input_schema["type"] == "object"
@@ -230,6 +233,32 @@ def test_trimmed_search_says_so(
     anyio.run(go)
 
 
+def test_definition_and_references_give_ids_read_chunks_reads(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """``definition`` finds haversine, ``references`` its caller (``exact``: same file) and
+    what the caller calls, ``read_chunks`` reads the caller by the id given, ``repo_map``
+    lists geo.py's signatures; a name too long and a budget of 0 are tool errors."""
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            [d] = ok(await call(s, "definition", name="haversine"))["definitions"]
+            assert d["path"] == "pkg/geo.py" and d["symbol"] == "haversine"
+            uses = ok(await call(s, "references", name="haversine", calls_only=True))["uses"]
+            assert [(u["symbol"], u["resolved"]) for u in uses] == [("Point.distance_to", "exact")]
+            assert uses[0]["target"]["id"] == d["id"]
+            read = ok(await call(s, "read_chunks", ids=[uses[0]["id"]]))
+            assert "haversine(self, other)" in read["chunks"][0]["content"]
+            callees = ok(await call(s, "references", name="Point.distance_to", callees=True))
+            assert [(u["name"], u["resolved"]) for u in callees["uses"]] == [("haversine", "exact")]
+            files = ok(await call(s, "repo_map", budget=200))["files"]
+            assert files[0]["path"] == "pkg/geo.py"
+            assert (await call(s, "definition", name="x" * 401)).is_error
+            assert (await call(s, "repo_map", budget=0)).is_error
+
+    anyio.run(go)
+
+
 def test_no_index_is_a_tool_error(tmp_path: Path) -> None:
     """On a directory with no index, search is a clear tool error and status says so."""
 
@@ -305,7 +334,7 @@ def test_streamable_http_on_localhost(indexed: Repo, index_dir: Path, tmp_path: 
             ):
                 await s.initialize()
                 names = {t.name for t in (await s.list_tools()).tools}
-                assert names == {"search", "outline", "read_chunks", "status"}
+                assert {"search", "outline", "read_chunks", "status", "references"} <= names
                 data = ok(await call(s, "search", query="slugify", k=3))
                 assert data["hits"][0]["symbol"] == "slugify"
                 assert (await call(s, "outline", path="nope.py")).is_error

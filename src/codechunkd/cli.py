@@ -28,11 +28,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from codechunkd import __version__
+from codechunkd import __version__, cli_refs
 from codechunkd.config import Settings, load_settings
 from codechunkd.errors import CodechunkdError
 from codechunkd.storage.request import MAX_K, SearchRequest
@@ -176,11 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--print", action="store_true", help="print the unit and commands only")
     q.add_argument("--no-enable", action="store_true", help="write the unit, do not enable it")
     _common(q)  # --config and --index-dir are passed on to the unit's `codechunkd run`
+    cli_refs.add_parsers(sub, _common)
     return parser
 
 
 #: Commands that read an index: a missing one is an error, never created (a typo'd --index-dir).
-READ_COMMANDS = frozenset({"search", "status", "verify"})
+READ_COMMANDS = frozenset({"search", "status", "verify", *cli_refs.COMMANDS})
 
 
 def _settings(args: argparse.Namespace, *, check_index: bool = True) -> Settings:
@@ -939,7 +940,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return mcp_server.serve(_settings(args), http=args.http, port=args.port)
 
 
-COMMANDS = {
+def _refs_command(name: str) -> Callable[[argparse.Namespace], int]:
+    """A command of cli_refs.py, given the settings loader."""
+    return lambda args: cli_refs.COMMANDS[name](args, _settings)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "index": cmd_index,
     "search": cmd_search,
     "status": cmd_status,
@@ -951,6 +957,7 @@ COMMANDS = {
     "remove": cmd_remove,
     "service": cmd_service,
     "mcp": cmd_mcp,
+    **{name: _refs_command(name) for name in cli_refs.COMMANDS},
 }
 
 

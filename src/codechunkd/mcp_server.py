@@ -47,7 +47,7 @@ from mcp.types import (
 )
 from pydantic import Field, ValidationError
 
-from codechunkd import __version__, platform
+from codechunkd import __version__, mcp_refs, platform
 from codechunkd.chunking.snippet import dedent
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
@@ -80,7 +80,8 @@ codechunkd keeps a live index of syntax-aware chunks (functions, methods, classe
 module code) of the user's git repositories, updated within a second of each save.
 Use `search` to find code by meaning or by symbol name before grepping; `outline`
 to see what a file defines; `read_chunks` to read a hit in full with its enclosing
-class and module; `status` to check whether the index is fresh."""
+class and module; `status` to check whether the index is fresh; `definition`,
+`references` (callers, callees) and `repo_map` for what the code refers to."""
 
 
 class Backend:
@@ -411,7 +412,7 @@ def _tool_of(server: MCPServer, annotations: ToolAnnotations) -> Callable[[_Tool
 
 
 def build_server(backend: Backend) -> MCPServer:
-    """The MCP server with its four tools, answering from ``backend``."""
+    """The MCP server with its seven tools, answering from ``backend``."""
     server: MCPServer = CodechunkdMCP(
         "codechunkd", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
@@ -636,6 +637,7 @@ def build_server(backend: Backend) -> MCPServer:
         doc, via = backend.status()
         return _result(render_status(doc), dict(short_status(doc), via=via))
 
+    mcp_refs.register(tool, backend)  # definition, references, repo_map
     return server
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from codechunkd.chunking.chunker import Chunk, _new_chunk, chunk
 from codechunkd.chunking.languages import get_parser
+from codechunkd.chunking.references import Ref
 from codechunkd.chunking.rules import body_of, rules_for
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -50,6 +51,7 @@ def test_new_chunk_equals_the_dataclass_constructor() -> None:
         "synthetic": False,
         "names": ("f",),
         "part": 0,
+        "refs": (Ref("g", "", "call", 1, 9),),
     }
     expected = Chunk(**values)  # type: ignore[arg-type]
     built = _new_chunk(*(values[f.name] for f in dataclasses.fields(Chunk)))

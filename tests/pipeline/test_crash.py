@@ -43,7 +43,7 @@ BOUNDARIES = {
         "put_state": ("before", "committed"),
         "state_file": ("before", "after"),
         "cache_put": ("before", "after"),
-        "write_batch": ("before", "chunks_committed", "after"),
+        "write_batch": ("before", "references_committed", "chunks_committed", "after"),
         "fts_index": ("before", "after"),
         "vector_index": ("before", "after"),
         "fold": ("before", "compacted", "indexed", "after"),
@@ -83,8 +83,12 @@ def _index(repo: Path, index: Path, extra: dict[str, str]) -> subprocess.Complet
 
 
 def _snapshot(ix: Indexer, repo: Path) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
-    """The rows (sorted, duplicates kept) and the file manifest of one source."""
+    """The chunk and reference rows (sorted, duplicates kept) and the file manifest."""
     rows = sorted((r["id"], *sorted(r.items())) for r in ix.rows())
+    refs = ix.store.db.open_table("references").search().limit(None).to_arrow().to_pylist()
+    rows += sorted(
+        (r["id"], *sorted((k, v) for k, v in r.items() if k != "indexed_at")) for r in refs
+    )
     return rows, dict(ix.store.manifest(GitSource(repo).source.id))
 
 

@@ -41,6 +41,7 @@ def test_every_column_is_documented_with_its_type() -> None:
         S.CHUNKS: S.chunks_schema(384, "m"),
         S.FILES: S.FILES_SCHEMA,
         S.REPOS: S.REPOS_SCHEMA,
+        S.REFERENCES: S.REFERENCES_SCHEMA,
     }
     assert set(doc) == set(code)
     for name, schema in code.items():

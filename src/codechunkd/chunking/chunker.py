@@ -41,6 +41,7 @@ Kinds: ``module``, ``block``, ``function``, ``method``, ``class``, ``struct``,
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import inspect
 import os
@@ -58,6 +59,7 @@ from codechunkd.chunking import _guard
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece, signature_text
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
+from codechunkd.chunking.references import Ref, extract
 from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.config.settings import ChunkingSettings
 from codechunkd.errors import ChunkingError
@@ -68,7 +70,7 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "co
 CountTokens = Callable[[Sequence[str]], list[int]]
 
 #: Bump when chunk boundaries or embed texts change: indexed rows are rebuilt.
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4
 
 
 def content_hash(text: str) -> ContentHash:
@@ -117,6 +119,9 @@ class Chunk:
     """Qualified names of the definitions in the chunk (for the full-text index)."""
     part: int = 0
     """For a definition split over several chunks: 1, 2, … in file order; 0 when whole."""
+    refs: tuple[Ref, ...] = ()
+    """The names the chunk uses (calls, imports, inheritance, type uses), in file order
+    (:mod:`codechunkd.chunking.references`); none in synthetic chunks."""
 
     @property
     def header(self) -> str:
@@ -210,7 +215,27 @@ def chunk(
             pieces = splitter.split_tree(tree.root_node, kind=kind)
             if rules.python_docstrings:
                 module_note = _module_summary(tree.root_node)
-    return _finish(path, source, lang, rules, pieces, count_tokens, module_note)
+    out = _finish(path, source, lang, rules, pieces, count_tokens, module_note)
+    if tree is not None and lang != "rst":
+        _attach_refs(out, extract(lang, tree, source))
+    return out
+
+
+def _attach_refs(chunks: list[Chunk], refs: list[Ref]) -> None:
+    """Give each ref to the non-synthetic chunk holding its byte (exactly one holds any
+    byte that is not whitespace).  The chunks are new and not shared yet: the field is set
+    in place, as ``_new_chunk`` builds them."""
+    if not refs:
+        return
+    spans = sorted((c.start_byte, c.end_byte, i) for i, c in enumerate(chunks) if not c.synthetic)
+    starts = [s for s, _, _ in spans]
+    held: dict[int, list[Ref]] = {}
+    for r in refs:
+        k = bisect.bisect_right(starts, r.byte) - 1
+        if k >= 0 and r.byte < spans[k][1]:
+            held.setdefault(spans[k][2], []).append(r)
+    for i, mine in held.items():
+        object.__setattr__(chunks[i], "refs", tuple(mine))
 
 
 def _parse_guarded(path: str, language: str, source: bytes) -> Tree | None:
@@ -394,12 +419,12 @@ def _finish(
         names = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
         # the fields in Chunk's order: id, path, language, kind, symbol, parent_id,
         # start_line, end_line, start_byte, end_byte, content, content_hash, token_count,
-        # signature, docstring, embed_text, synthetic, names, part
+        # signature, docstring, embed_text, synthetic, names, part, refs
         # fmt: off
         out.append(_new_chunk(
             cid, path, language, p.kind, p.symbol, parent,
             start_line, end_line, a, b, text, chash, n,
-            signature, docstring, embed, p.synthetic_text is not None, names, p.part,
+            signature, docstring, embed, p.synthetic_text is not None, names, p.part, (),
         ))
         # fmt: on
     return out

@@ -21,6 +21,8 @@ from codechunkd.embedding.embedder import Embedder, make_embedder
 from codechunkd.storage.coverage import Coverage, coverage
 from codechunkd.storage.lance_reader import ChunkReader, LanceReader
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.refgraph import Definition, Use
+from codechunkd.storage.refquery import Caller, ReferenceQueries
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
 from codechunkd.storage.store import SourceState, quote
@@ -74,6 +76,7 @@ class Index:
         self.settings = settings
         self._embedder = embedder
         self.searcher = Searcher(store)
+        self.refs = ReferenceQueries(store)
 
     @property
     def embedder(self) -> Embedder:
@@ -171,6 +174,24 @@ class Index:
             coverage(self.store, s.source.id) for s in self.store.states() if s.source.repo == repo
         ]
         return Coverage(sum(c.chunks for c in found), sum(c.vectors for c in found))
+
+    # -- the reference graph (storage/refquery.py) -----------------------------
+
+    def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
+        """Definitions of ``name`` (bare, or qualified: ``Session.request``)."""
+        return self.refs.definitions(name, repo=repo)
+
+    def references(self, symbol: str, *, repo: str | None = None) -> list[Use]:
+        """Uses of ``symbol``, each with the definition it resolved to and how."""
+        return self.refs.references(symbol, repo=repo)
+
+    def callers(self, symbol: str, *, repo: str | None = None) -> list[Caller]:
+        """The chunks that call ``symbol``."""
+        return self.refs.callers(symbol, repo=repo)
+
+    def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
+        """What ``symbol`` calls, resolved where the index holds the definition."""
+        return self.refs.callees(symbol, repo=repo)
 
 
 def query_embedder(settings: Settings) -> Embedder:

@@ -14,6 +14,7 @@ SCHEMA_VERSION = 1
 CHUNKS = "chunks"
 FILES = "files"
 REPOS = "repos"
+REFERENCES = "references"
 
 #: Schema metadata keys (stored on the ``chunks`` table).
 META_VERSION = b"codechunkd.schema_version"
@@ -93,6 +94,27 @@ REPOS_SCHEMA = pa.schema(
         pa.field("files", pa.int64()),
         pa.field("chunks", pa.int64()),
         pa.field("updated_at", _TS),
+    ],
+    metadata={META_VERSION: str(SCHEMA_VERSION).encode()},
+)
+
+REFERENCES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("branch", pa.string()),
+        pa.field("commit", pa.string()),
+        pa.field("blob", pa.string()),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("language", pa.string()),
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("chunk_symbol", pa.string()),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("qualifier", pa.string()),
+        pa.field("module", pa.string()),
+        pa.field("line", pa.int32()),
+        pa.field("indexed_at", _TS),
     ],
     metadata={META_VERSION: str(SCHEMA_VERSION).encode()},
 )

@@ -39,6 +39,7 @@ from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.objectstore import failure_reason, is_local
+from codechunkd.storage.references import reference_rows, replace_references
 from codechunkd.storage.statefile import SourceState as SourceState  # re-exported
 from codechunkd.storage.statefile import read_state_file as read_state_file  # re-exported
 from codechunkd.storage.statefile import write_state_file
@@ -180,6 +181,8 @@ class FragmentBatch:
     """The batch's rows of ``files`` (one per file, skipped ones included)."""
     chunks: int
     """Rows in the data files."""
+    references: pa.Table | None = None
+    """The batch's rows of ``references`` (added by the driver's commit)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,6 +270,7 @@ class IndexStore:
         self._ensure(S.CHUNKS, S.chunks_schema(dimension, model_id))
         self._ensure(S.FILES, S.FILES_SCHEMA)
         self._ensure(S.REPOS, S.REPOS_SCHEMA)
+        self._ensure(S.REFERENCES, S.REFERENCES_SCHEMA)
 
     @translating("reading the table schema")
     def index_model(self) -> tuple[str, int] | None:
@@ -285,7 +289,7 @@ class IndexStore:
 
     @translating("dropping the tables")
     def drop_all(self) -> None:
-        for name in (S.CHUNKS, S.FILES, S.REPOS):
+        for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
             if name in self.table_names():
                 self.db.drop_table(name)
         self._tables.clear()
@@ -413,6 +417,20 @@ class IndexStore:
         self._open(S.CHUNKS).merge_insert("id").when_matched_update_all().execute(table)
 
     # -- reads --------------------------------------------------------------
+
+    @translating("reading a table")
+    def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]:
+        """(table version, the columns of every ``references`` row); (0, empty) without one."""
+        if S.REFERENCES not in self.table_names():
+            return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
+        tbl = self._open(S.REFERENCES)
+        return int(tbl.version), self._scan(S.REFERENCES, None, columns)
+
+    @translating("reading the table version")
+    def references_version(self) -> int:
+        if S.REFERENCES not in self.table_names():
+            return 0
+        return int(self._open(S.REFERENCES).version)
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:
@@ -548,13 +566,15 @@ class IndexStore:
         rows = self._chunk_rows(source, head, files, model_id, now, chunks.schema)
         try:
             crashpoint("write_batch.before")
-            if new and not deletes:
-                if rows.num_rows:
+            if new and not deletes:  # references after chunks: a kill between leaves
+                if rows.num_rows:  # chunk rows with no manifest row, found and replaced
                     chunks.add(rows, on_bad_vectors="null")  # null: text first (coverage.py)
                 crashpoint("write_batch.chunks_committed")
+                self._write_references(source, head, files, now, scope, append=True)
                 self._open(S.FILES).add(self._file_rows(source, files, now))
                 crashpoint("write_batch.after")
                 return
+            self._write_references(source, head, files, now, scope, append=False)
             if rows.num_rows:
                 (
                     chunks.merge_insert("id")
@@ -581,6 +601,24 @@ class IndexStore:
             crashpoint("write_batch.after")
         except Exception as exc:
             raise translate(exc, f"writing {len(paths)} files to {self.uri}") from exc
+
+    def _write_references(
+        self,
+        source: Source,
+        head: Head,
+        files: Sequence[IndexedFile],
+        now: datetime,
+        scope: str,
+        *,
+        append: bool,
+    ) -> None:
+        """The files' ``references`` rows, replaced in one commit (storage/references.py),
+        before their manifest rows: a kill in between leaves the manifest old, and the next
+        sync redoes the files.  A replacement writes them before the chunks (an edit that
+        is searchable has its references); an append (a cold index) after them."""
+        rows = reference_rows(source, head, files, now, row_id)
+        replace_references(self._open(S.REFERENCES), rows, scope, append=append)
+        crashpoint("write_batch.references_committed")
 
     def _chunk_rows(
         self,
@@ -689,7 +727,10 @@ class IndexStore:
         frags = write_fragments(rows, tbl.to_lance(), schema=rows.schema) if rows.num_rows else []
         crashpoint("write_fragments.after")
         return FragmentBatch(
-            fragments=tuple(frags), files=self._file_rows(source, files, now), chunks=rows.num_rows
+            fragments=tuple(frags),
+            files=self._file_rows(source, files, now),
+            chunks=rows.num_rows,
+            references=reference_rows(source, head, files, now, row_id),
         )
 
     def commit_fragments(self, batches: Sequence[FragmentBatch]) -> int:
@@ -711,6 +752,11 @@ class IndexStore:
                     ds, lance.LanceOperation.Append(frags), read_version=ds.version
                 )
             crashpoint("commit_fragments.chunks_committed")
+            refs = [b.references for b in batches if b.references is not None]
+            if refs:
+                replace_references(
+                    self._open(S.REFERENCES), pa.concat_tables(refs), "", append=True
+                )
             if files:
                 self._open(S.FILES).add(pa.concat_tables(files))
             crashpoint("commit_fragments.after")
@@ -781,7 +827,7 @@ class IndexStore:
     @translating("removing a source")
     def remove_source(self, source: SourceId) -> None:
         where = f"source = {quote(source)}"
-        for name in (S.CHUNKS, S.FILES, S.REPOS):
+        for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
             if name in self.table_names():
                 self._open(name).delete(where)
 
@@ -890,6 +936,10 @@ class IndexStore:
                 self.index_text()
                 crashpoint("fold.indexed")
                 tbl.to_lance().cleanup_old_versions(older_than=keep)
+            if S.REFERENCES in self.table_names():  # many small rows: compacted as chunks
+                refs = self._open(S.REFERENCES).to_lance()
+                refs.optimize.compact_files(target_rows_per_fragment=fragment_rows, num_threads=1)
+                refs.cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
                 if name in self.table_names():
                     self._open(name).optimize(cleanup_older_than=keep)

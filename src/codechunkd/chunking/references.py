@@ -1,0 +1,419 @@
+"""The names a file uses: calls, imports, inheritance and type uses, from its tree-sitter tree.
+
+``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
+languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java); any other
+language has none.  Each language is a handful of tree-sitter query patterns (run in C, one
+pass over the tree) plus a small function that reads its import statements, because what an
+import binds (an alias, a namespace, a list) is easier to say in Python than in a query.
+
+What a ref records is syntax only: the name (``join``), the text before it (``os.path``,
+``self``), its kind and line.  Which definition a name means is decided at query time
+(``storage/refgraph.py``): same file, then the file's imports, then by name.
+
+Kinds: ``call`` (calls, ``new``, decorators, macros), ``inherit`` (base classes, implemented
+interfaces and traits), ``type`` (type annotations and type uses), ``value`` (a name used
+as a value: passed, assigned, returned, an attribute read), ``import`` (one per name an
+import binds: ``name`` is the local name, ``qualifier`` the name in the module, empty for a
+whole module or namespace, ``module`` the module path as written), ``binds`` (Python: a
+variable given a class by an annotation or a constructor call, ``ctx: Context``,
+``x = Foo()``: ``name`` is the class, ``qualifier`` the variable; so ``ctx.invoke()``
+resolves through ``Context``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Final, NamedTuple
+
+from tree_sitter import Node, Query, QueryCursor, Tree
+
+from codechunkd.chunking.languages import get_language
+
+__all__ = ["KINDS", "QUERIES", "Ref", "extract"]
+
+KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
+#: When two patterns capture the same name node, the earlier kind here wins.
+_PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
+#: Names longer than this are not names (minified code, generated tables): skipped.
+_MAX_NAME: Final = 200
+
+
+class Ref(NamedTuple):
+    """One use of a name in a file."""
+
+    name: str
+    """The name used, without qualifier (``join``); for an import, the local name bound."""
+    qualifier: str
+    """Text before the name (``os.path``, ``self``, ``crate::util``); for an import, the
+    name in the module (``""``: the whole module or namespace)."""
+    kind: str
+    """One of :data:`KINDS`."""
+    line: int
+    """1-based line of the name."""
+    byte: int
+    """Byte offset of the name (which chunk holds it)."""
+    module: str = ""
+    """For an import: the module path as written (``.models``, ``./util``, ``net/http``)."""
+
+
+_Q = "(_) @qual"
+_PYTHON: Final = [
+    ("call", "(call function: (identifier) @name)"),
+    ("call", f"(call function: (attribute object: {_Q} attribute: (identifier) @name))"),
+    ("call", "(decorator (identifier) @name)"),
+    ("call", f"(decorator (attribute object: {_Q} attribute: (identifier) @name))"),
+    ("inherit", "(class_definition superclasses: (argument_list (identifier) @name))"),
+    (
+        "inherit",
+        f"(class_definition superclasses: (argument_list (attribute object: {_Q} "
+        "attribute: (identifier) @name)))",
+    ),
+    ("type", "(type (identifier) @name)"),
+    ("type", "(generic_type (identifier) @name)"),
+    ("type", f"(type (attribute object: {_Q} attribute: (identifier) @name))"),
+    ("value", "(argument_list (identifier) @name)"),
+    ("value", "(keyword_argument value: (identifier) @name)"),
+    ("value", "(assignment right: (identifier) @name)"),
+    ("value", "(return_statement (identifier) @name)"),
+    ("value", f"(attribute object: {_Q} attribute: (identifier) @name)"),
+    ("import", "(import_statement) @import"),
+    ("import", "(import_from_statement) @import"),
+    ("binds", "(typed_parameter (identifier) @var type: (type (identifier) @name))"),
+    ("binds", "(typed_default_parameter name: (identifier) @var type: (type (identifier) @name))"),
+    ("binds", "(assignment left: (identifier) @var type: (type (identifier) @name))"),
+    (
+        "binds_call",
+        "(assignment left: (identifier) @var right: (call function: (identifier) @name))",
+    ),
+]
+_JS_COMMON: Final = [
+    ("call", "(call_expression function: (identifier) @name)"),
+    (
+        "call",
+        f"(call_expression function: (member_expression object: {_Q} "
+        "property: (property_identifier) @name))",
+    ),
+    (
+        "call",
+        f"(call_expression function: (member_expression object: {_Q} "
+        "property: (private_property_identifier) @name))",
+    ),
+    ("call", "(new_expression constructor: (identifier) @name)"),
+    (
+        "call",
+        f"(new_expression constructor: (member_expression object: {_Q} "
+        "property: (property_identifier) @name))",
+    ),
+    ("value", "(arguments (identifier) @name)"),
+    ("value", f"(member_expression object: {_Q} property: (property_identifier) @name)"),
+    ("import", "(import_statement) @import"),
+    (
+        "import",
+        "(variable_declarator value: (call_expression function: (identifier) @fn"
+        ' (#eq? @fn "require") arguments: (arguments (string)))) @import',
+    ),
+]
+_JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
+_TYPESCRIPT: Final = [
+    *_JS_COMMON,
+    ("inherit", "(extends_clause value: (identifier) @name)"),
+    ("inherit", "(implements_clause (type_identifier) @name)"),
+    ("inherit", "(implements_clause (generic_type name: (type_identifier) @name))"),
+    ("inherit", "(extends_type_clause type: (type_identifier) @name)"),
+    ("type", "(type_identifier) @name"),
+]
+_GO: Final = [
+    ("call", "(call_expression function: (identifier) @name)"),
+    (
+        "call",
+        f"(call_expression function: (selector_expression operand: {_Q} "
+        "field: (field_identifier) @name))",
+    ),
+    ("type", "(qualified_type package: (package_identifier) @qual name: (type_identifier) @name)"),
+    ("type", "(type_identifier) @name"),
+    ("value", "(argument_list (identifier) @name)"),
+    ("import", "(import_spec) @import"),
+]
+_RUST: Final = [
+    ("call", "(call_expression function: (identifier) @name)"),
+    (
+        "call",
+        f"(call_expression function: (scoped_identifier path: {_Q} name: (identifier) @name))",
+    ),
+    (
+        "call",
+        f"(call_expression function: (field_expression value: {_Q} "
+        "field: (field_identifier) @name))",
+    ),
+    ("call", "(call_expression function: (generic_function function: (identifier) @name))"),
+    ("call", "(macro_invocation macro: (identifier) @name)"),
+    ("inherit", "(impl_item trait: (type_identifier) @name)"),
+    ("inherit", "(impl_item trait: (generic_type type: (type_identifier) @name))"),
+    (
+        "inherit",
+        f"(impl_item trait: (scoped_type_identifier path: {_Q} name: (type_identifier) @name))",
+    ),
+    ("type", f"(scoped_type_identifier path: {_Q} name: (type_identifier) @name)"),
+    ("type", "(type_identifier) @name"),
+    ("value", "(arguments (identifier) @name)"),
+    ("import", "(use_declaration) @import"),
+]
+_JAVA: Final = [
+    ("call", f"(method_invocation object: {_Q} name: (identifier) @name)"),
+    ("call", "(method_invocation name: (identifier) @name)"),
+    ("call", "(object_creation_expression type: (type_identifier) @name)"),
+    ("inherit", "(superclass (type_identifier) @name)"),
+    ("inherit", "(super_interfaces (type_list (type_identifier) @name))"),
+    ("inherit", "(super_interfaces (type_list (generic_type (type_identifier) @name)))"),
+    ("inherit", "(superclass (generic_type (type_identifier) @name))"),
+    ("inherit", "(extends_interfaces (type_list (type_identifier) @name))"),
+    ("type", "(type_identifier) @name"),
+    ("value", "(method_reference (_) @qual (identifier) @name)"),
+    ("import", "(import_declaration) @import"),
+]
+QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
+    "python": _PYTHON,
+    "javascript": _JAVASCRIPT,
+    "typescript": _TYPESCRIPT,
+    "tsx": _TYPESCRIPT,
+    "go": _GO,
+    "rust": _RUST,
+    "java": _JAVA,
+}
+"""Per language: (kind, one tree-sitter query pattern) pairs."""
+
+# Node types whose ``name`` field is the name a definition declares (not a use of it).
+_DECLARES: Final = frozenset(
+    {
+        "class_declaration",
+        "interface_declaration",
+        "type_alias_declaration",
+        "enum_declaration",
+        "abstract_class_declaration",
+        "type_spec",
+        "type_alias",
+        "struct_item",
+        "enum_item",
+        "trait_item",
+        "type_item",
+        "union_item",
+        "type_parameter",
+        "record_declaration",
+        "annotation_type_declaration",
+    }
+)
+
+
+@functools.cache
+def _query(language: str) -> tuple[Query, tuple[str, ...]]:
+    patterns = QUERIES[language]
+    query = Query(get_language(language), "\n".join(p for _, p in patterns))
+    return query, tuple(k for k, _ in patterns)
+
+
+def _text(node: Node | None) -> str:
+    return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
+
+
+def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
+    """The refs of one parsed file, in file order (one per name node)."""
+    if language not in QUERIES:
+        return []
+    query, kinds = _query(language)
+    found: dict[int, Ref] = {}
+    imports: list[Ref] = []
+    for index, caps in QueryCursor(query).matches(tree.root_node):
+        kind = kinds[index]
+        if kind == "import":
+            for node in caps.get("import", ()):
+                imports += _IMPORTS[language](node)
+            continue
+        if kind in {"binds", "binds_call"}:  # a variable's type (``ctx: Context``, ``x = Foo()``)
+            var, typ = caps.get("var"), caps.get("name")
+            cls = _text(typ[0]) if typ else ""
+            if kind == "binds_call" and not cls[:1].isupper():
+                continue  # ``x = make()``: a function's result, not (by convention) a class
+            if var and typ and len(cls) <= _MAX_NAME:
+                n = typ[0]
+                imports.append(
+                    Ref(
+                        _text(n),
+                        _text(var[0])[:_MAX_NAME],
+                        "binds",
+                        n.start_point[0] + 1,
+                        n.start_byte + 1,
+                    )
+                )
+            continue
+        names = caps.get("name")
+        if not names:
+            continue
+        node = names[0]
+        if kind == "type" and _declares(node):
+            continue
+        name = _text(node)
+        if not name or len(name) > _MAX_NAME:
+            continue
+        quals = caps.get("qual")
+        qual = " ".join(_text(quals[0]).split())[:_MAX_NAME] if quals else ""
+        ref = Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte)
+        old = found.get(node.start_byte)
+        if old is None or (_PRIORITY[kind], not qual) < (_PRIORITY[old.kind], not old.qualifier):
+            found[node.start_byte] = ref
+    refs = list(found.values()) + imports
+    refs.sort(key=lambda r: r.byte)
+    return refs
+
+
+def _declares(node: Node) -> bool:
+    parent = node.parent
+    if parent is None or parent.type not in _DECLARES:
+        return False
+    named = parent.child_by_field_name("name")
+    return named is not None and named.start_byte == node.start_byte
+
+
+def _ref(node: Node, name: str, original: str, module: str) -> Ref:
+    return Ref(name, original, "import", node.start_point[0] + 1, node.start_byte, module)
+
+
+def _python_imports(node: Node) -> list[Ref]:
+    """``import a.b [as x]`` binds ``a.b`` (or ``x``); ``from m import y [as z]`` binds ``y``
+    (or ``z``) from module ``m`` (leading dots kept: relative)."""
+    out: list[Ref] = []
+    module = ""
+    if node.type == "import_from_statement":
+        module = _text(node.child_by_field_name("module_name"))
+        if any(c.type == "wildcard_import" for c in node.named_children):
+            return [_ref(node, "*", "", module)]
+    for child in node.children_by_field_name("name"):
+        if child.type == "aliased_import":
+            original = _text(child.child_by_field_name("name"))
+            local = _text(child.child_by_field_name("alias"))
+        else:
+            original = local = _text(child)
+        if node.type == "import_statement":
+            out.append(_ref(child, local, "", original))
+        else:
+            out.append(_ref(child, local, original, module))
+    return out
+
+
+def _js_require(node: Node) -> list[Ref]:
+    """``const x = require('m')`` binds x to m; ``const {a, b: c} = require('m')`` binds
+    a to m's a and c to m's b."""
+    call = node.child_by_field_name("value")
+    args = call.child_by_field_name("arguments") if call is not None else None
+    string = args.named_children[0] if args is not None and args.named_children else None
+    module = _text(string).strip("'\"`")
+    name = node.child_by_field_name("name")
+    if name is None or not module:
+        return []
+    if name.type == "identifier":
+        return [_ref(name, _text(name), "", module)]
+    out = []
+    if name.type == "object_pattern":
+        for part in name.named_children:
+            if part.type == "shorthand_property_identifier_pattern":
+                out.append(_ref(part, _text(part), _text(part), module))
+            elif part.type == "pair_pattern":
+                key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
+                if key is not None and value is not None and value.type == "identifier":
+                    out.append(_ref(part, _text(value), _text(key), module))
+    return out
+
+
+def _js_imports(node: Node) -> list[Ref]:
+    if node.type == "variable_declarator":
+        return _js_require(node)
+    source = node.child_by_field_name("source")
+    module = _text(source).strip("'\"`")
+    out: list[Ref] = []
+    clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+    if clause is None:
+        return out
+    for part in clause.named_children:
+        if part.type == "identifier":
+            out.append(_ref(part, _text(part), "default", module))
+        elif part.type == "namespace_import":
+            ident = next((c for c in part.named_children if c.type == "identifier"), None)
+            if ident is not None:
+                out.append(_ref(ident, _text(ident), "", module))
+        elif part.type == "named_imports":
+            for spec in part.named_children:
+                if spec.type != "import_specifier":
+                    continue
+                original = _text(spec.child_by_field_name("name"))
+                alias = spec.child_by_field_name("alias")
+                out.append(_ref(spec, _text(alias) if alias else original, original, module))
+    return out
+
+
+def _go_imports(node: Node) -> list[Ref]:
+    path = _text(node.child_by_field_name("path")).strip('"`')
+    alias = node.child_by_field_name("name")
+    local = _text(alias) if alias is not None else path.rsplit("/", 1)[-1]
+    return [_ref(node, local, "", path)] if path else []
+
+
+def _rust_imports(node: Node) -> list[Ref]:
+    out: list[Ref] = []
+    argument = node.child_by_field_name("argument")
+    if argument is not None:
+        _rust_use(argument, "", out)
+    return out
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}::{b}" if a and b else a or b
+
+
+def _rust_use(node: Node, prefix: str, out: list[Ref]) -> None:
+    """Walk one use tree: ``a::b::{C, D as E, f::*}``."""
+    kind = node.type
+    if kind in {"identifier", "self", "crate", "super"}:
+        name = _text(node)
+        out.append(_ref(node, name, name, prefix))
+    elif kind == "scoped_identifier":
+        path = _join(prefix, _text(node.child_by_field_name("path")))
+        name = _text(node.child_by_field_name("name"))
+        out.append(_ref(node, name, name, path))
+    elif kind == "use_as_clause":
+        inner = node.child_by_field_name("path")
+        alias = _text(node.child_by_field_name("alias"))
+        full = _join(prefix, _text(inner))
+        path, _, name = full.rpartition("::")
+        out.append(_ref(node, alias, name, path))
+    elif kind == "use_wildcard":
+        path = _join(prefix, _text(node.named_children[0]) if node.named_children else "")
+        out.append(_ref(node, "*", "", path))
+    elif kind == "scoped_use_list":
+        path = _join(prefix, _text(node.child_by_field_name("path")))
+        lst = node.child_by_field_name("list")
+        if lst is not None:
+            _rust_use(lst, path, out)
+    elif kind == "use_list":
+        for child in node.named_children:
+            _rust_use(child, prefix, out)
+
+
+def _java_imports(node: Node) -> list[Ref]:
+    named = [c for c in node.named_children if c.type in {"scoped_identifier", "identifier"}]
+    if not named:
+        return []
+    full = _text(named[0])
+    if any(c.type == "asterisk" for c in node.named_children):
+        return [_ref(node, "*", "", full)]
+    module, _, name = full.rpartition(".")
+    return [_ref(node, name, name, module)]
+
+
+_IMPORTS: Final = {
+    "python": _python_imports,
+    "javascript": _js_imports,
+    "typescript": _js_imports,
+    "tsx": _js_imports,
+    "go": _go_imports,
+    "rust": _rust_imports,
+    "java": _java_imports,
+}

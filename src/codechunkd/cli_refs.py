@@ -1,0 +1,150 @@
+"""``codechunkd defs``, ``refs`` and ``map``: the reference graph on the command line.
+
+Registered from cli.py (``add_parsers``); each command gets the settings cli.py loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from codechunkd.config import Settings
+from codechunkd.display import printable
+
+__all__ = ["COMMANDS", "add_parsers", "definition_dicts", "reference_dicts"]
+
+GetSettings = Callable[[argparse.Namespace], Settings]
+MAX_BUDGET = 100_000
+
+
+def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser("defs", help="where a symbol is defined (from the references table)")
+    p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
+    p.add_argument("--repo", help="only this repository (its root path)")
+    common(p)
+    p = sub.add_parser("refs", help="who uses a symbol: each use and how it was resolved")
+    p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
+    p.add_argument("--repo", help="only this repository (its root path)")
+    p.add_argument("--calls", action="store_true", help="only calls (the callers)")
+    p.add_argument("--callees", action="store_true", help="what the symbol calls instead")
+    common(p)
+    p = sub.add_parser("map", help="the files and signatures that matter most, within a budget")
+    p.add_argument("path", nargs="?", default="", help="only files under this directory")
+    p.add_argument("--budget", type=int, default=1024, help="tokens (default 1024)")
+    p.add_argument("--repo", help="this repository (default: the only one indexed)")
+    common(p)
+
+
+def definition_dicts(defs: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"id": d.chunk_id, **{k: v for k, v in asdict(d).items() if k != "chunk_id"}} for d in defs
+    ]
+
+
+def reference_dicts(uses: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for u in uses:
+        t = u.target
+        out.append(
+            {
+                "id": u.chunk_id,
+                "symbol": u.chunk_symbol,
+                "path": u.path,
+                "line": u.line,
+                "kind": u.kind,
+                "name": u.name,
+                "qualifier": u.qualifier,
+                "resolved": u.how or None,
+                "target": None
+                if t is None
+                else {"id": t.chunk_id, "symbol": t.symbol, "path": t.path},
+            }
+        )
+    return out
+
+
+def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps(value, indent=1) + "\n")
+    else:
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
+
+
+def cmd_defs(args: argparse.Namespace, settings: GetSettings) -> int:
+    from codechunkd.storage.reader import open_index
+
+    defs = open_index(settings=settings(args)).definitions(args.name, repo=args.repo)
+    _print(
+        args,
+        definition_dicts(defs),
+        [f"{d.path}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
+    )
+    return 0 if defs else 1
+
+
+def cmd_refs(args: argparse.Namespace, settings: GetSettings) -> int:
+    from codechunkd.storage.reader import open_index
+
+    index = open_index(settings=settings(args))
+    if args.callees:
+        uses = index.callees(args.name, repo=args.repo)
+    else:
+        uses = index.refs.references(
+            args.name, repo=args.repo, kinds=["call"] if args.calls else None
+        )
+    lines = [_use_line(u, target=args.callees) for u in uses]
+    _print(args, reference_dicts(uses), lines)
+    return 0
+
+
+def _use_line(u: Any, *, target: bool) -> str:
+    """``requests/api.py:70  call    sessions.Session  in request  [imported]``."""
+    qual = f"{u.qualifier}." if u.qualifier and u.kind != "import" else ""
+    to = f" -> {u.target.symbol}" if target and u.target else ""
+    where = u.chunk_symbol or "(module)"
+    return (
+        f"{u.path}:{u.line}  {u.kind:<7} {qual}{u.name}  in {where}  [{u.how or 'unresolved'}{to}]"
+    )
+
+
+def cmd_map(args: argparse.Namespace, settings: GetSettings) -> int:
+    from codechunkd.chunking.tokens import counter_for
+    from codechunkd.errors import ConfigError
+    from codechunkd.storage.reader import open_index
+    from codechunkd.storage.repomap import render
+
+    if not 1 <= args.budget <= MAX_BUDGET:
+        raise ConfigError(
+            f"--budget must be 1 to {MAX_BUDGET} tokens, got {args.budget}", key="budget"
+        )
+    s = settings(args)
+    entries = open_index(settings=s).refs.repo_map(
+        count_tokens=counter_for(s.embedding.model),
+        budget=args.budget,
+        repo=args.repo,
+        path=args.path,
+    )
+    value = [
+        {
+            "path": e.path,
+            "rank": e.rank,
+            "definitions": [{"id": i, "signature": g, "line": n} for i, g, n in e.definitions],
+        }
+        for e in entries
+    ]
+    if args.json:
+        sys.stdout.write(json.dumps(value, indent=1) + "\n")
+    else:
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in render(entries).splitlines()))
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, GetSettings], int]] = {
+    "defs": cmd_defs,
+    "refs": cmd_refs,
+    "map": cmd_map,
+}

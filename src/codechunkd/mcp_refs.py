@@ -1,0 +1,160 @@
+"""The MCP tools over the reference graph: ``definition``, ``references`` and ``repo_map``.
+
+Registered by mcp_server.py's ``build_server`` (``register(tool, backend)``); they read the
+index on disk (``Backend.index()``), whose reference graph stays in memory between calls
+and is rebuilt when a writer has committed (storage/refquery.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from codechunkd.cli_refs import MAX_BUDGET, definition_dicts, reference_dicts
+from codechunkd.display import printable
+
+__all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
+
+MAX_NAME_CHARS = 400
+MAX_USES = 500
+"""At most this many uses in one ``references`` answer (the answer says how many more)."""
+
+
+def _result(text: str, data: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise ToolError(f"`name` must be 1 to {MAX_NAME_CHARS} characters, got {len(name)}")
+    return name
+
+
+def register(tool: Callable[[Any], Any], backend: Any) -> None:
+    """Add the three tools to the server ``tool`` registers with."""
+    _definition(tool, backend)
+    _references(tool, backend)
+    _repo_map(tool, backend)
+
+
+def _definition(tool: Callable[[Any], Any], backend: Any) -> None:
+    @tool
+    def definition(
+        name: Annotated[
+            str, Field(description="A name (`request`) or a qualified one (`Session.request`).")
+        ],
+        repo: Annotated[
+            str | None, Field(description="Only this repository (its root folder).")
+        ] = None,
+    ) -> CallToolResult:
+        """Find where a function, method, class or type is defined.
+
+        Use it to jump from a name to its code (then `read_chunks` with the ids).
+        Returns each definition's path, line, qualified symbol and chunk id.
+        """
+        defs = backend.index().definitions(_name(name), repo=repo)
+        lines = [
+            f"{printable(d.path)}:{d.line}  {printable(d.symbol)}  (id {d.chunk_id})" for d in defs
+        ]
+        return _result(
+            "\n".join(lines) or f"no definition of {printable(name)}",
+            {
+                "via": "index",
+                "definitions": definition_dicts(defs),
+            },
+        )
+
+
+def _references(tool: Callable[[Any], Any], backend: Any) -> None:
+    @tool
+    def references(
+        name: Annotated[
+            str, Field(description="A name (`request`) or a qualified one (`Session.request`).")
+        ],
+        calls_only: Annotated[
+            bool, Field(description="Only calls: the callers (default: every use).")
+        ] = False,
+        callees: Annotated[bool, Field(description="Instead: what the definition calls.")] = False,
+        repo: Annotated[
+            str | None, Field(description="Only this repository (its root folder).")
+        ] = None,
+    ) -> CallToolResult:
+        """Find who uses a definition (callers, imports, subclasses, type uses), or what it calls.
+
+        Use it for impact: what breaks if this changes. Each use says how it was
+        resolved: `exact` (same file), `imported` (through the file's imports) or
+        `by-name` (only the name matches: a guess). Returns path, line, the
+        enclosing symbol and its chunk id, for `read_chunks`.
+        """
+        index = backend.index()
+        if callees:
+            uses = index.callees(_name(name), repo=repo)
+        else:
+            kinds = ["call"] if calls_only else None
+            uses = index.refs.references(_name(name), repo=repo, kinds=kinds)
+        shown = uses[:MAX_USES]
+        lines = [
+            f"{printable(u.path)}:{u.line}  {u.kind}  {printable(u.name)}  in "
+            f"{printable(u.chunk_symbol or '(module)')}  [{u.how or 'unresolved'}]"
+            + (f" -> {printable(u.target.symbol)}" if callees and u.target else "")
+            + f"  (id {u.chunk_id})"
+            for u in shown
+        ]
+        if len(uses) > len(shown):
+            lines.append(f"… {len(uses) - len(shown)} more")
+        return _result(
+            "\n".join(lines) or f"no uses of {printable(name)} found",
+            {
+                "via": "index",
+                "uses": reference_dicts(shown),
+                "more": len(uses) - len(shown),
+            },
+        )
+
+
+def _repo_map(tool: Callable[[Any], Any], backend: Any) -> None:
+    @tool
+    def repo_map(
+        path: Annotated[str, Field(description="Only files under this folder.")] = "",
+        budget: Annotated[
+            int, Field(ge=1, le=MAX_BUDGET, description="Size in tokens (default 1024).")
+        ] = 1024,
+        repo: Annotated[
+            str | None, Field(description="This repository (default: the only one indexed).")
+        ] = None,
+    ) -> CallToolResult:
+        """Get a map of a repository: the files and signatures the rest of the code uses most.
+
+        Use it for a first look at an unfamiliar repository. Files are ranked by a
+        PageRank over the reference graph and listed with their most-referred-to
+        signatures and line numbers, within the token budget.
+        """
+        from codechunkd.chunking.tokens import counter_for
+        from codechunkd.storage.repomap import render
+
+        count = counter_for(backend.settings.embedding.model)
+        entries = backend.index().refs.repo_map(
+            count_tokens=count, budget=budget, repo=repo, path=path
+        )
+        text = "\n".join(printable(line) for line in render(entries).splitlines())
+        return _result(
+            text or "no references indexed",
+            {
+                "via": "index",
+                "files": [
+                    {
+                        "path": e.path,
+                        "rank": e.rank,
+                        "definitions": [
+                            {"id": i, "signature": s, "line": n} for i, s, n in e.definitions
+                        ],
+                    }
+                    for e in entries
+                ],
+            },
+        )

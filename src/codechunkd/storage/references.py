@@ -1,0 +1,116 @@
+"""The ``references`` table: the definitions each chunk makes and the names it uses.
+
+Written by ``IndexStore`` in the same per-file replacement as ``chunks`` (docs/schema.md):
+a file's reference rows are replaced by its new ones in one table commit, right before its
+chunk rows (a cold build appends them right after) and before its ``files`` row.  So by
+the time an edit is searchable its references are there, and as the manifest is written
+last, a process killed between the three commits leaves the file's manifest row old: the
+next sync redoes the file, both tables new again.
+Until then (and for the instant between two commits) a reader may see new references with
+old chunks: a ``chunk_id`` that is not yet (or no longer) a row.
+
+One row per definition (``kind`` ``definition``: ``name`` is the last part of the qualified
+name, ``qualifier`` the whole of it) and one per :class:`~codechunkd.chunking.references.Ref`
+of a chunk.  Rows carry the source, branch, commit and blob of their chunk, so they are
+exactly as fresh as it, and they are made from the chunk alone (no other file is read):
+content-addressed like the chunks, a file version always gets the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from codechunkd.storage import schema as S
+
+if TYPE_CHECKING:
+    from codechunkd.git.changes import Head, Source
+
+__all__ = ["DEFINITION", "reference_rows", "replace_references"]
+
+DEFINITION = "definition"
+"""``kind`` of a definition row."""
+
+
+def _short(symbol: str) -> str:
+    """``DataLoader.load`` -> ``load``; ``a::b`` -> ``b``; ``Install > Linux`` stays."""
+    for sep in (".", "::"):
+        symbol = symbol.rsplit(sep, 1)[-1]
+    return symbol
+
+
+def reference_rows(
+    source: Source,
+    head: Head,
+    files: Sequence[Any],
+    now: datetime,
+    row_id: Any,
+) -> pa.Table:
+    """The ``references`` rows of ``files`` (store.py's ``IndexedFile``s: this module is
+    below it), ``row_id(source, chunk id)`` naming each chunk's row."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in S.REFERENCES_SCHEMA}
+    sid = source.id
+
+    def add(rid: str, f: Any, c: Any, kind: str, name: str, qual: str, mod: str, line: int) -> None:
+        for k, v in (
+            ("id", rid),
+            ("source", sid),
+            ("branch", head.branch),
+            ("commit", head.commit),
+            ("blob", f.blob),
+            ("path", f.path),
+            ("language", c.language),
+            ("chunk_id", row_id(sid, c.id)),
+            ("chunk_symbol", c.symbol),
+            ("kind", kind),
+            ("name", name),
+            ("qualifier", qual),
+            ("module", mod),
+            ("line", line),
+            ("indexed_at", now),
+        ):
+            cols[k].append(v)
+
+    for f in files:
+        for e in f.chunks:
+            c = e.chunk
+            if c.kind == "block" and c.part > 1:
+                names: tuple[str, ...] = ()  # a later piece of a split definition
+            else:
+                names = c.names
+            base = f"{sid}\0{c.path}\0{c.id}\0"
+            for i, qualified in enumerate(names):
+                rid = hashlib.sha256(f"{base}d{i}".encode()).hexdigest()[:32]
+                add(rid, f, c, DEFINITION, _short(qualified), qualified, "", c.start_line)
+            for i, r in enumerate(c.refs):
+                rid = hashlib.sha256(f"{base}r{i}".encode()).hexdigest()[:32]
+                add(rid, f, c, r.kind, r.name, r.qualifier, r.module, r.line)
+    return pa.table(
+        [pa.array(cols[f.name], type=f.type) for f in S.REFERENCES_SCHEMA],
+        schema=S.REFERENCES_SCHEMA,
+    )
+
+
+def replace_references(tbl: Any, rows: pa.Table, scope: str, *, append: bool) -> None:
+    """Replace the rows in ``scope`` (a source's paths) with ``rows``, in one commit.
+
+    ``append``: no row of the scope exists (a cold index), so the rows are added.
+    """
+    if append:
+        if rows.num_rows:
+            tbl.add(rows)
+        return
+    if rows.num_rows:
+        (
+            tbl.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(scope)
+            .execute(rows)
+        )
+    else:
+        tbl.delete(scope)

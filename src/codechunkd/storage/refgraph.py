@@ -1,0 +1,453 @@
+"""Which definitions a used name can mean: the reference graph of an index, in memory.
+
+Built from the ``references`` table (storage/references.py) once per table version: a
+reader that keeps it (an MCP server, a daemon) answers from dicts, and rebuilds it when a
+writer has committed since.  A name used in a file is resolved, in order:
+
+1. ``exact``: a definition of that name in the same file, for a bare name or one on
+   ``self``/``cls``/``this``/``Self``;
+2. ``imported``: through the file's imports: the module path is mapped to files of the
+   same source (Python dotted and relative modules, TS/JS relative paths and index files,
+   Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
+   packages), and the name looked up there, following re-exports (an ``__init__.py`` or
+   ``index.ts`` that imports it in turn) up to three hops; in Go and Java a bare name is
+   also looked up in the file's own package (its directory);
+3. ``by-name``: every definition of that name in the source, when neither says more.
+   A name on a module the file imports but that the source does not hold (``os.path``,
+   ``fmt``) resolves to nothing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from codechunkd.storage.references import DEFINITION
+
+__all__ = ["BY_NAME", "EXACT", "IMPORTED", "Definition", "RefGraph", "Use"]
+
+EXACT: Final = "exact"
+IMPORTED: Final = "imported"
+BY_NAME: Final = "by-name"
+_ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
+_SELF: Final = frozenset({"", "self", "cls", "this", "Self", "super()", "super"})
+_SUPER: Final = frozenset({"super()", "super"})
+_PACKAGE_SCOPED: Final = frozenset({"go", "java"})
+#: Languages where a bare name can call a member of the enclosing class.
+_BARE_MEMBERS: Final = frozenset({"java"})
+_MEMBER: Final = re.compile(r"\.|::")
+_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
+_INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
+COLUMNS: Final = [
+    "source",
+    "path",
+    "language",
+    "chunk_id",
+    "chunk_symbol",
+    "kind",
+    "name",
+    "qualifier",
+    "module",
+    "line",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A definition: a chunk that defines ``symbol``."""
+
+    chunk_id: str
+    source: str
+    path: str
+    language: str
+    symbol: str
+    """Qualified name (``Session.request``)."""
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One use of a name, and the definition it resolved to (if any) and how."""
+
+    chunk_id: str
+    """The chunk that uses the name."""
+    chunk_symbol: str
+    source: str
+    path: str
+    line: int
+    kind: str
+    name: str
+    qualifier: str
+    target: Definition | None
+    how: str
+    """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
+
+
+def _short(name: str) -> str:
+    for sep in (".", "::"):
+        name = name.rsplit(sep, 1)[-1]
+    return name
+
+
+def _stem(path: str) -> str:
+    stem = _EXT.sub("", path)
+    for tail in _INDEX_STEMS:
+        if stem.endswith(tail):
+            return stem[: -len(tail)]
+    return stem
+
+
+def _suffixes(stem: str) -> Iterable[str]:
+    parts = stem.split("/")
+    for i in range(len(parts)):
+        yield "/".join(parts[i:])
+
+
+class RefGraph:
+    """The resolved reference graph of every source of one index (a table version)."""
+
+    def __init__(self, version: int, columns: dict[str, list[object]]) -> None:
+        self.version = version
+        c = columns
+        self._n = len(c["name"])
+        self._src: list[str] = c["source"]  # type: ignore[assignment]
+        self._path: list[str] = c["path"]  # type: ignore[assignment]
+        self._lang: list[str] = c["language"]  # type: ignore[assignment]
+        self._chunk: list[str] = c["chunk_id"]  # type: ignore[assignment]
+        self._csym: list[str] = c["chunk_symbol"]  # type: ignore[assignment]
+        self._kind: list[str] = c["kind"]  # type: ignore[assignment]
+        self._name: list[str] = c["name"]  # type: ignore[assignment]
+        self._qual: list[str] = c["qualifier"]  # type: ignore[assignment]
+        self._mod: list[str] = c["module"]  # type: ignore[assignment]
+        self._line: list[int] = c["line"]  # type: ignore[assignment]
+        self.defs_by_name: dict[str, list[int]] = defaultdict(list)
+        self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._memo: dict[int, tuple[list[int], str]] = {}
+        self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        self.uses_by_name: dict[str, list[int]] = defaultdict(list)
+        self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        self._file_defs: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self._imports: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
+        self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+        self._bases: dict[tuple[str, str], set[str]] = defaultdict(set)  # class -> base names
+        self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for i in range(self._n):
+            key = (self._src[i], self._path[i])
+            name = self._name[i]
+            kind = self._kind[i]
+            if kind == DEFINITION:
+                self.defs_by_name[name].append(i)
+                self._by_src_name[(self._src[i], name)].append(i)
+                parts = _MEMBER.split(self._qual[i])
+                if len(parts) > 1:
+                    self._members[(self._src[i], parts[-2], name)].append(i)
+                self._file_defs[key][name].append(i)
+            else:
+                self.uses_by_name[name].append(i)
+                self.uses_by_owner[(*key, self._csym[i])].append(i)
+                if kind == "binds":
+                    self._binds[(*key, self._csym[i], self._qual[i])].append(i)
+                if kind == "inherit":
+                    self._bases[(self._src[i], self._csym[i])].add(name)
+                if kind == "import":
+                    self._imports[key][name].append(i)
+                    if self._qual[i] and self._qual[i] != name:
+                        self._aliases[self._qual[i]].add(name)
+        for src, path in {(self._src[i], self._path[i]) for i in range(self._n)}:
+            for suffix in _suffixes(_stem(path)):
+                self._modules[(src, suffix)].add(path)
+            directory = posixpath.dirname(path)
+            for suffix in _suffixes(directory) if directory else ("",):
+                self._dirs[(src, suffix)].add(path)
+
+    # -- rows as values ---------------------------------------------------
+
+    def definition(self, i: int) -> Definition:
+        return Definition(
+            chunk_id=self._chunk[i],
+            source=self._src[i],
+            path=self._path[i],
+            language=self._lang[i],
+            symbol=self._qual[i],
+            line=self._line[i],
+        )
+
+    def _use(self, i: int, target: Definition | None, how: str) -> Use:
+        return Use(
+            chunk_id=self._chunk[i],
+            chunk_symbol=self._csym[i],
+            source=self._src[i],
+            path=self._path[i],
+            line=self._line[i],
+            kind=self._kind[i],
+            name=self._name[i],
+            qualifier=self._qual[i],
+            target=target,
+            how=how,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self._n
+
+    def files(self) -> set[tuple[str, str]]:
+        return {(self._src[i], self._path[i]) for i in range(self._n)}
+
+    # -- resolution -------------------------------------------------------
+
+    def definitions(self, name: str, sources: set[str] | None = None) -> list[Definition]:
+        """Definitions of ``name``: a bare name matches the last part of a qualified one,
+        a qualified name (``Session.request``) its end."""
+        short = _short(name)
+        qualified = name != short
+        out = []
+        for i in self.defs_by_name.get(short, ()):
+            if sources is not None and self._src[i] not in sources:
+                continue
+            q = self._qual[i]
+            if qualified and not (q == name or q.endswith(("." + name, "::" + name))):
+                continue
+            out.append(self.definition(i))
+        return sorted(out, key=lambda d: (d.path, d.line))
+
+    def resolve(self, i: int) -> tuple[list[int], str]:
+        """The definition rows the use row ``i`` can mean, and how it was resolved
+        (remembered: the graph is of one table version)."""
+        found = self._memo.get(i)
+        if found is None:
+            found = self._memo[i] = self._resolve(i)
+        return found
+
+    def _resolve(self, i: int) -> tuple[list[int], str]:
+        name, src, path = self._name[i], self._src[i], self._path[i]
+        if (
+            not self.defs_by_name.get(name)
+            and self._kind[i] != "import"
+            and name not in self._imports.get((src, path), {})
+        ):
+            return [], ""
+        qual = self._qual[i] if self._kind[i] != "binds" else ""
+        if self._kind[i] == "import":
+            found = self._in_module(src, path, self._mod[i], qual or name, 0)
+            return (found, IMPORTED) if found else ([], "")
+        local = self._file_defs.get((src, path), {}).get(name, [])
+        if local and not qual and self._lang[i] not in _BARE_MEMBERS:
+            here = self._csym[i]  # a member is not a bare name, a function nested here is
+            local = [
+                j
+                for j in local
+                if not _MEMBER.search(self._qual[j])
+                or _MEMBER.split(self._qual[j])[:-1] == _MEMBER.split(here)
+                or self._qual[j] == here  # a nested function calling itself
+            ]
+        if qual in _SUPER:  # the base class's, never the overriding one here
+            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            if inherited:
+                same = all(self._path[j] == path for j in inherited)
+                return inherited, EXACT if same else IMPORTED
+        elif local and qual in _SELF:
+            owner = self._csym[i].rpartition(".")[0]
+            mine = [j for j in local if owner and self._qual[j].startswith(owner + ".")]
+            if mine or not qual or not owner:
+                return mine or local, EXACT
+        if qual in _SELF and qual:
+            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            if inherited:
+                same = all(self._path[j] == path for j in inherited)
+                return inherited, EXACT if same else IMPORTED
+        imports = self._imports.get((src, path), {})
+        if not qual:
+            found = []
+            for j in imports.get(name, ()):
+                found += self._in_module(src, path, self._mod[j], self._qual[j] or name, 0)
+            for j in imports.get("*", ()):
+                found += self._in_module(src, path, self._mod[j], name, 0)
+            if not found and self._lang[i] in _PACKAGE_SCOPED:
+                found = self._in_package(src, path, name)
+            if found:
+                return found, IMPORTED
+            if imports.get(name):
+                return [], ""  # imported from outside the source
+        else:
+            typed = self._typed(i, src, path, qual, name)
+            if typed[0]:
+                return typed
+            head = re.split(r"\.|::", qual, maxsplit=1)[0]
+            bound = imports.get(qual) or imports.get(head)
+            if bound:
+                found = []
+                for j in bound:
+                    module, original = self._mod[j], self._qual[j]
+                    sep = "::" if "::" in module or self._lang[j] == "rust" else "."
+                    rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
+                    target = module
+                    if original:
+                        target = f"{module}{sep}{original}" if module else original
+                    if rest:
+                        target = f"{target}{sep}{rest.replace('.', sep)}"
+                    found += self._in_module(src, path, target, name, 0)
+                    if original and not found:  # a class imported by name: its methods
+                        found += [
+                            k
+                            for k in self._in_module(src, path, module, name, 0)
+                            if self._qual[k].endswith(f"{original}.{name}")
+                        ]
+                return (found, IMPORTED) if found else ([], "")
+        anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
+        return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
+        """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
+        definition: ``Context``'s ``invoke`` (or a base class's)."""
+        binds = self._binds.get((src, path, self._csym[i], var))
+        if not binds:
+            return [], ""
+        found: list[int] = []
+        how = EXACT
+        for b in binds:
+            classes, via = self.resolve(b)
+            if via == BY_NAME:
+                continue
+            for c in classes:
+                cls = self._qual[c]
+                ends = f"{cls}.{name}"
+                found += [
+                    j
+                    for j in self._members.get((src, _MEMBER.split(cls)[-1], name), ())
+                    if self._qual[j] == ends
+                    and self._path[j] == self._path[c]
+                    and self._src[j] == src
+                ]
+                if not found:
+                    found += self._inherited(src, cls, name, 0)
+                if via == IMPORTED or any(self._path[j] != path for j in found):
+                    how = IMPORTED
+        return (found, how) if found else ([], "")
+
+    def _inherited(self, src: str, owner: str, name: str, depth: int) -> list[int]:
+        """Definitions of ``name`` in the base classes of ``owner`` (by their names),
+        nearest first, up to four levels: ``self.x()`` in a subclass calls the base's
+        ``x``.  Breadth first, each class once, at most 20 classes of one name."""
+        seen: set[str] = set()
+        frontier = [owner] if owner else []
+        for _ in range(4 - depth):
+            found: list[int] = []
+            nxt: list[str] = []
+            for cls in frontier:
+                for base in self._bases.get((src, cls), ()):
+                    if base in seen:
+                        continue
+                    seen.add(base)
+                    hits = self._members.get((src, base, name))
+                    if hits:
+                        found += hits
+                    else:
+                        nxt += [self._qual[j] for j in self._by_src_name.get((src, base), ())[:20]]
+            if found:
+                return found
+            frontier = nxt
+        return []
+
+    def _in_package(self, src: str, path: str, name: str) -> list[int]:
+        directory = posixpath.dirname(path)
+        return [
+            j
+            for j in self.defs_by_name.get(name, ())
+            if self._src[j] == src and posixpath.dirname(self._path[j]) == directory
+        ]
+
+    def _module_files(self, src: str, path: str, module: str) -> set[str]:
+        """Files of ``src`` that the module path written in ``path`` can name."""
+        lang = path.rsplit(".", 1)[-1]
+        if lang in {"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"} and module.startswith(
+            "."
+        ):
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
+            return self._modules.get((src, _stem(rel)), set())
+        if lang == "go":
+            for cut in range(module.count("/") + 1):
+                key = module.split("/", cut)[-1]
+                if (src, key) in self._dirs:
+                    return self._dirs[(src, key)]
+            return set()
+        if lang in {"py", "pyi"} and module.startswith("."):
+            dots = len(module) - len(module.lstrip("."))
+            base = posixpath.dirname(path)
+            for _ in range(dots - 1):
+                base = posixpath.dirname(base)
+            rest = module.lstrip(".").replace(".", "/")
+            rel = posixpath.join(base, rest) if rest else base
+            return self._modules.get((src, _stem(rel + ".py")) if rel else (src, ""), set())
+        if lang == "rs":
+            parts = [p for p in module.split("::") if p not in {"crate", "self", "super", ""}]
+            key = "/".join(parts)
+        else:
+            key = module.replace(".", "/")
+        return self._modules.get((src, key), set()) if key else set()
+
+    def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
+        """Definitions of ``name`` in the files of ``module``, following re-exports."""
+        if depth > 3 or not module:
+            return []
+        found: list[int] = []
+        for file in sorted(self._module_files(src, path, module)):
+            defs = self._file_defs.get((src, file), {}).get(name)
+            if defs:
+                found += defs
+                continue
+            for j in self._imports.get((src, file), {}).get(name, ()):
+                found += self._in_module(src, file, self._mod[j], self._qual[j] or name, depth + 1)
+        return found
+
+    # -- queries ----------------------------------------------------------
+
+    def uses_of(self, targets: list[Definition], kinds: set[str] | None = None) -> list[Use]:
+        """Uses that resolve to one of ``targets`` (best answer of each use only)."""
+        if not targets:
+            return []
+        wanted = {(d.chunk_id, d.symbol) for d in targets}
+        by_name = {(d.source, _short(d.symbol)): d for d in targets}
+        out = []
+        names = {_short(d.symbol) for d in targets}
+        names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
+        for name in names:
+            for i in self.uses_by_name.get(name, ()):
+                if kinds is not None and self._kind[i] not in kinds:
+                    continue
+                rows, how = self.resolve(i)
+                if how == BY_NAME:  # every definition of the name: no need to look
+                    d = by_name.get((self._src[i], self._name[i]))
+                    if d is not None:
+                        out.append(self._use(i, d, how))
+                    continue
+                for j in rows:
+                    if (self._chunk[j], self._qual[j]) in wanted:
+                        out.append(self._use(i, self.definition(j), how))
+                        break
+        out.sort(key=lambda u: (_ORDER[u.how], u.path, u.line))
+        return out
+
+    def uses_in(self, defs: Iterable[Definition], kinds: set[str] | None = None) -> list[Use]:
+        """What the definitions use (all the chunks of a split one), each name resolved
+        (unresolved names included, ``how=""``)."""
+        out = []
+        for d in defs:
+            for i in self.uses_by_owner.get((d.source, d.path, d.symbol), ()):
+                if kinds is not None and self._kind[i] not in kinds:
+                    continue
+                rows, how = self.resolve(i)
+                if not rows:
+                    out.append(self._use(i, None, ""))
+                for j in rows:
+                    out.append(self._use(i, self.definition(j), how))
+        return out

@@ -1,0 +1,137 @@
+"""A repository map: the files and signatures the rest of the code refers to most, cut to a
+token budget (an agent's first look at a repository).
+
+Ranking, in the style of a PageRank over the reference graph: files are nodes, and each
+resolved use adds an edge from the file that uses a name to the file that defines it
+(weight 1 for ``exact``/``imported``, ``0.5/n`` for each of ``n`` ``by-name`` answers;
+a file's references to itself are not counted).  The PageRank of a file is then shared out
+over the definitions it is referred to through, in proportion to the edges' weights, so a
+definition ranks high when much-referred-to files refer to it.  The map lists the files by
+rank, each with its best definitions' signatures, until the budget is spent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from codechunkd.storage.references import DEFINITION
+from codechunkd.storage.refgraph import BY_NAME, RefGraph
+
+__all__ = ["MapEntry", "pagerank", "repo_map"]
+
+_DAMPING = 0.85
+_ITERATIONS = 40
+_PER_FILE = 12
+"""At most this many definitions listed under one file."""
+
+
+@dataclass(frozen=True, slots=True)
+class MapEntry:
+    """One file of the map and the definitions listed under it."""
+
+    path: str
+    rank: float
+    definitions: tuple[tuple[str, str, int], ...]
+    """(chunk id, signature or symbol, line), best first."""
+
+
+def pagerank(edges: dict[str, dict[str, float]], nodes: set[str]) -> dict[str, float]:
+    """PageRank of weighted directed ``edges`` (dangling nodes spread evenly)."""
+    if not nodes:
+        return {}
+    n = len(nodes)
+    rank = dict.fromkeys(nodes, 1.0 / n)
+    out_weight = {u: sum(vs.values()) for u, vs in edges.items()}
+    for _ in range(_ITERATIONS):
+        dangling = sum(rank[u] for u in nodes if not out_weight.get(u))
+        nxt = dict.fromkeys(nodes, (1 - _DAMPING) / n + _DAMPING * dangling / n)
+        for u, vs in edges.items():
+            total = out_weight[u]
+            if total:
+                share = _DAMPING * rank[u] / total
+                for v, w in vs.items():
+                    nxt[v] += share * w
+        rank = nxt
+    return rank
+
+
+def _edges(
+    g: RefGraph, source: str | None
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[int, float]], set[str]]:
+    """File edges, and per defining file the weight each definition row gets."""
+    edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    into: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    files: set[str] = set()
+    for i in range(g.rows):
+        if source is not None and g._src[i] != source:
+            continue
+        here = g._path[i]
+        files.add(here)
+        if g._kind[i] == DEFINITION:
+            continue
+        rows, how = g.resolve(i)
+        if not rows:
+            continue
+        w = 0.5 / len(rows) if how == BY_NAME else 1.0 / len(rows)
+        for j in rows:
+            there = g._path[j]
+            if there != here:
+                edges[here][there] += w
+                into[there][j] += w
+    return edges, into, files
+
+
+def repo_map(
+    g: RefGraph,
+    *,
+    source: str | None,
+    signatures: Callable[[Sequence[str]], dict[str, str]],
+    count_tokens: Callable[[Sequence[str]], list[int]],
+    budget: int,
+    prefix: str = "",
+) -> list[MapEntry]:
+    """The map of one source (or all), files under ``prefix`` only, within ``budget`` tokens.
+
+    ``signatures(chunk ids)`` gives each chunk's signature (the ``chunks`` column).
+    """
+    edges, into, files = _edges(g, source)
+    rank = pagerank({u: dict(vs) for u, vs in edges.items()}, files)
+    shown = [f for f in files if f.startswith(prefix)]
+    shown.sort(key=lambda f: (-rank[f], f))
+    out: list[MapEntry] = []
+    spent = 0
+    for path in shown:
+        best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])[:_PER_FILE]
+        rows = [j for j, _ in best]
+        sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
+        defs = tuple(
+            (g._chunk[j], _shown(g._qual[j], sigs.get(g._chunk[j])), g._line[j]) for j in rows
+        )
+        text = render([MapEntry(path=path, rank=rank[path], definitions=defs)])
+        cost = count_tokens([text])[0]
+        if spent + cost > budget:
+            if not out:  # the first file alone is over: keep its head only
+                out.append(MapEntry(path=path, rank=rank[path], definitions=()))
+            break
+        spent += cost
+        out.append(MapEntry(path=path, rank=rank[path], definitions=defs))
+    return out
+
+
+def _shown(symbol: str, signature: str | None) -> str:
+    """``Engine: def run(self, x):`` for a member, the signature's first line otherwise."""
+    first = (signature or "").strip().splitlines()[0] if (signature or "").strip() else symbol
+    owner = symbol.rpartition(".")[0]
+    return f"{owner}: {first}" if owner and signature else first
+
+
+def render(entries: Sequence[MapEntry]) -> str:
+    """The map as text: each file, then its signatures indented, with line numbers."""
+    lines: list[str] = []
+    for e in entries:
+        lines.append(f"{e.path}:")
+        for _, sig, line in e.definitions:
+            lines.append(f"  {line:>5}  {sig}")
+    return "\n".join(lines) + ("\n" if lines else "")

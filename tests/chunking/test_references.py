@@ -1,0 +1,204 @@
+"""Per-language extraction of the names a chunk uses (chunking/references.py).
+
+Python is read from the standard library as installed (real code nobody here wrote); the
+other languages from short excerpts of the shapes their real code uses (Go's ``net/http``
+imports and selector calls, Rust ``use`` trees and trait impls, Java static imports and
+interfaces, TypeScript named and namespace imports), as no such sources are installed
+offline on every machine the suite runs on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.references import QUERIES, Ref
+
+
+def _refs(path: str, text: str | bytes, count_tokens) -> list[Ref]:  # type: ignore[no-untyped-def]
+    data = text.encode() if isinstance(text, str) else text
+    return [r for c in chunk(path, data, count_tokens=count_tokens) for r in c.refs]
+
+
+def _has(
+    refs: list[Ref], kind: str, name: str, qualifier: str | None = None, module: str | None = None
+) -> bool:
+    return any(
+        r.kind == kind
+        and r.name == name
+        and (qualifier is None or r.qualifier == qualifier)
+        and (module is None or r.module == module)
+        for r in refs
+    )
+
+
+def test_python_stdlib_module_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """json/decoder.py from the standard library: its imports, calls, bases and attribute
+    uses come out with their qualifiers, each in the chunk that holds it."""
+    path = Path(json.__file__).parent / "decoder.py"
+    data = path.read_bytes()
+    chunks = chunk("json/decoder.py", data, count_tokens=count_tokens)
+    refs = [r for c in chunks for r in c.refs]
+    assert _has(refs, "import", "re", "", "re")
+    assert _has(refs, "import", "scanner", "scanner", "json")
+    assert _has(refs, "inherit", "ValueError")
+    assert _has(refs, "call", "compile", "re")  # re.compile(...)
+    assert _has(refs, "call", "raw_decode", "self")  # self.raw_decode(...) in decode
+    decode = next(c for c in chunks if c.symbol == "JSONDecoder.decode")
+    assert {r.name for r in decode.refs} >= {"raw_decode", "end"}
+    for c in chunks:  # a ref lies inside its chunk, and no synthetic chunk holds one
+        assert not (c.synthetic and c.refs)
+        for r in c.refs:
+            assert c.start_line <= r.line <= c.end_line and c.start_byte <= r.byte < c.end_byte
+
+
+def test_python_relative_aliased_and_star_imports(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``from .x import a as b`` binds b to x's a; ``import a.b as c`` binds c; ``*`` is kept."""
+    refs = _refs(
+        "pkg/m.py",
+        "import os.path as osp\nfrom ..models import Request as R\nfrom x import *\n"
+        "class A(R, osp.Thing):\n    def f(self, v: Iterable[int]) -> None:\n        return R(v)\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "osp", "", "os.path")
+    assert _has(refs, "import", "R", "Request", "..models")
+    assert _has(refs, "import", "*", "", "x")
+    assert _has(refs, "inherit", "R") and _has(refs, "inherit", "Thing", "osp")
+    assert _has(refs, "type", "Iterable") and _has(refs, "call", "R", "")
+
+
+def test_python_variables_bound_to_a_class(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """An annotated parameter or variable, or a constructor's result, binds a variable to a
+    class (kind ``binds``: name the class, qualifier the variable)."""
+    refs = _refs(
+        "m.py",
+        "def f(ctx: Context, p: 'Quoted' = None, *, n: int = 1):\n"
+        "    e = Engine(ctx)\n    s: Session = make()\n    return e.run(s)\n",
+        count_tokens,
+    )
+    binds = {(r.qualifier, r.name) for r in refs if r.kind == "binds"}
+    assert binds == {("ctx", "Context"), ("n", "int"), ("e", "Engine"), ("s", "Session")}
+
+
+def test_typescript_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Named, default and namespace imports; extends/implements; new; type uses (a class's
+    own name is a declaration, not a use)."""
+    refs = _refs(
+        "src/internal/Subscriber.ts",
+        "import { isFunction, noop as nop } from './util/isFunction';\n"
+        "import Default from '../Default';\nimport * as ops from './operators';\n"
+        "export class Subscriber<T> extends Subscription implements Observer<T> {\n"
+        "  protected destination: Observer<any>;\n"
+        "  next(value: T): void { if (isFunction(this.cb)) { this._next(value); } }\n"
+        "  make() { return new SafeSubscriber(ops.map(nop)); }\n}\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "isFunction", "isFunction", "./util/isFunction")
+    assert _has(refs, "import", "nop", "noop", "./util/isFunction")
+    assert _has(refs, "import", "Default", "default", "../Default")
+    assert _has(refs, "import", "ops", "", "./operators")
+    assert _has(refs, "inherit", "Subscription") and _has(refs, "inherit", "Observer")
+    assert _has(refs, "call", "isFunction", "") and _has(refs, "call", "_next", "this")
+    assert _has(refs, "call", "SafeSubscriber") and _has(refs, "call", "map", "ops")
+    assert _has(refs, "type", "Observer")
+    assert not _has(refs, "type", "Subscriber")
+
+
+def test_javascript_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """ES imports and ``require``, ``extends``, member and private calls, ``new``."""
+    refs = _refs(
+        "lib/commands/install.js",
+        "import { log } from './utils/log.js'\n"
+        "const { resolve, relative: rel } = require('node:path')\nconst pkg = require('../pkg')\n"
+        "class Install extends ArboristWorkspaceCmd {\n"
+        "  async exec (args) { const arb = new Arborist(opts); await arb.reify(opts); "
+        "log.warn('x'); this.#track(arb); return reifyFinish(this.npm, arb) }\n}\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "log", "log", "./utils/log.js")
+    assert _has(refs, "inherit", "ArboristWorkspaceCmd")
+    assert _has(refs, "call", "Arborist") and _has(refs, "call", "reify", "arb")
+    assert _has(refs, "call", "warn", "log") and _has(refs, "call", "reifyFinish", "")
+    assert _has(refs, "import", "resolve", "resolve", "node:path")
+    assert _has(refs, "import", "rel", "relative", "node:path")
+    assert _has(refs, "import", "pkg", "", "../pkg")
+    assert _has(refs, "call", "#track", "this")
+
+
+def test_go_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Aliased and plain imports (the local name is the last path element), selector calls,
+    qualified types, and a type's own name not counted as a use."""
+    refs = _refs(
+        "net/http/client.go",
+        'package http\n\nimport (\n\t"context"\n\turlpkg "net/url"\n\t"sync"\n)\n\n'
+        "type Client struct {\n\tmu sync.Mutex\n\tJar CookieJar\n}\n\n"
+        "func (c *Client) Do(req *Request) (*Response, error) {\n"
+        "\tu, err := urlpkg.Parse(req.URL)\n\tctx := context.Background()\n"
+        "\treturn c.do(ctx, send(req, u))\n}\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "context", "", "context")
+    assert _has(refs, "import", "urlpkg", "", "net/url")
+    assert _has(refs, "type", "Mutex", "sync") and _has(refs, "type", "CookieJar")
+    assert _has(refs, "call", "Parse", "urlpkg") and _has(refs, "call", "do", "c")
+    assert _has(refs, "call", "send", "") and _has(refs, "type", "Request")
+    client = [r.line for r in refs if r.name == "Client"]
+    assert client == [14]  # the receiver's type; not the declaration on line 9
+
+
+def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``use`` trees (lists, aliases, globs), trait impls, path and method calls, macros."""
+    refs = _refs(
+        "src/fs.rs",
+        "use std::io::{self, Read as R, Write};\nuse crate::sys::fs as fs_imp;\n"
+        "use super::path::*;\n\npub struct File { inner: fs_imp::File }\n\n"
+        "impl Read for File {\n    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {\n"
+        "        let n = self.inner.read(buf)?;\n        debug_assert!(n <= buf.len());\n"
+        "        Ok(fs_imp::clamp(n))\n    }\n}\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "self", "self", "std::io")
+    assert _has(refs, "import", "R", "Read", "std::io")
+    assert _has(refs, "import", "Write", "Write", "std::io")
+    assert _has(refs, "import", "fs_imp", "fs", "crate::sys")
+    assert _has(refs, "import", "*", "", "super::path")
+    assert _has(refs, "inherit", "Read") and _has(refs, "type", "File", "fs_imp")
+    assert _has(refs, "call", "read", "self.inner") and _has(refs, "call", "debug_assert")
+    assert _has(refs, "call", "clamp", "fs_imp") and _has(refs, "type", "Result", "io")
+
+
+def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Class, static and wildcard imports; extends/implements; calls and ``new``."""
+    refs = _refs(
+        "src/main/java/org/apache/commons/lang3/StringUtils.java",
+        "package org.apache.commons.lang3;\n\nimport java.util.List;\n"
+        "import static org.apache.commons.lang3.Validate.notNull;\nimport java.util.function.*;\n\n"
+        "public class StringUtils extends Base implements Comparable<StringUtils> {\n"
+        "    public static String join(List<String> parts) {\n"
+        "        notNull(parts);\n        StringBuilder b = new StringBuilder();\n"
+        "        return ObjectUtils.toString(b.append(parts));\n    }\n}\n",
+        count_tokens,
+    )
+    assert _has(refs, "import", "List", "List", "java.util")
+    assert _has(refs, "import", "notNull", "notNull", "org.apache.commons.lang3.Validate")
+    assert _has(refs, "import", "*", "", "java.util.function")
+    assert _has(refs, "inherit", "Base") and _has(refs, "inherit", "Comparable")
+    assert _has(refs, "call", "notNull", "") and _has(refs, "call", "StringBuilder")
+    assert _has(refs, "call", "toString", "ObjectUtils") and _has(refs, "call", "append", "b")
+    assert _has(refs, "type", "List")
+
+
+@pytest.mark.parametrize("language", sorted(QUERIES))
+def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Broken syntax, NUL bytes and a 10 kB name: the chunker still returns chunks; names
+    over the length cap are dropped."""
+    ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
+    ext |= {"go": "go", "rust": "rs", "java": "java"}
+    long = "a" * 10_000
+    text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
+    chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)
+    assert chunks
+    assert all(len(r.name) <= 200 for c in chunks for r in c.refs)

@@ -1,0 +1,146 @@
+"""The references table, written with each file's chunks, and the questions it answers.
+
+Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Indexer, Repo
+
+from codechunkd.config import Settings
+from codechunkd.storage import schema as S
+from codechunkd.storage.reader import Index
+
+PKG_INIT = "from .core import Engine\n"
+CORE = '''"""The engine."""
+
+from .util import clean as tidy
+
+
+def helper(x):
+    return tidy(x)
+
+
+class Engine:
+    def run(self, x):
+        return self.step(helper(x))
+
+    def step(self, x):
+        return x
+'''
+UTIL = "def clean(x):\n    return x.strip()\n"
+APP = """from pkg import Engine
+from pkg.util import clean
+
+
+def main():
+    e = Engine()
+    return e.run(clean(" a "))
+
+
+def other(thing):
+    return thing.step(1)
+"""
+
+
+def _repo(repo: Repo) -> None:
+    repo.write("pkg/__init__.py", PKG_INIT)
+    repo.write("pkg/core.py", CORE)
+    repo.write("pkg/util.py", UTIL)
+    repo.write("app.py", APP)
+    repo.commit("A")
+
+
+def _callers(index: Index, symbol: str) -> set[tuple[str, str]]:
+    return {(c.symbol, c.how) for c in index.callers(symbol)}
+
+
+def test_references_resolve_exact_imported_and_by_name(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Same file is ``exact``, through an import (aliased, relative, re-exported by a
+    package ``__init__``) ``imported``, a method on a variable given the imported class
+    ``imported``, a method on an unknown object ``by-name``; the chunk ids are ``chunks``
+    rows."""
+    _repo(repo)
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    [clean] = index.definitions("clean")
+    assert clean.path == "pkg/util.py" and clean.symbol == "clean"
+    assert _callers(index, "clean") == {("helper", "imported"), ("main", "imported")}
+    assert _callers(index, "helper") == {("Engine.run", "exact")}
+    assert _callers(index, "Engine.step") == {("Engine.run", "exact"), ("other", "by-name")}
+    assert _callers(index, "Engine") == {("main", "imported")}  # via pkg/__init__.py
+    assert _callers(index, "Engine.run") == {("main", "imported")}  # e = Engine()
+    for c in index.callers("clean"):
+        row = index.get(c.chunk_id)
+        assert row is not None and row.symbol == c.symbol
+    callees = {(u.name, u.how) for u in index.callees("Engine.run")}
+    assert callees == {("step", "exact"), ("helper", "exact")}
+    imports = [u for u in index.references("clean") if u.kind == "import"]
+    assert {(u.path, u.how) for u in imports} == {
+        ("pkg/core.py", "imported"),
+        ("app.py", "imported"),
+    }
+
+
+def test_an_edit_replaces_a_files_references_and_a_delete_removes_them(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """References are replaced with their file's chunks: an added call appears in the
+    same sync, a removed file's rows go (none left pointing at a missing chunk)."""
+    _repo(repo)
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert ("main", "imported") not in _callers(index, "helper")
+    repo.write(
+        "app.py",
+        APP.replace("from pkg.util import clean", "from pkg.core import helper").replace(
+            'clean(" a ")', 'helper(" a ")'
+        ),
+    )
+    repo.commit("B")
+    indexer.sync(repo.path)
+    assert ("main", "imported") in _callers(index, "helper")
+    assert ("main", "imported") not in _callers(index, "clean")
+    repo.remove("pkg/util.py")
+    repo.commit("C")
+    indexer.sync(repo.path)
+    assert index.definitions("clean") == []
+    table = indexer.store.db.open_table(S.REFERENCES).to_arrow()
+    assert "pkg/util.py" not in set(table.column("path").to_pylist())
+    chunk_ids = {r["id"] for r in indexer.rows()}
+    assert set(table.column("chunk_id").to_pylist()) <= chunk_ids
+
+
+def test_a_branch_switch_and_back_changes_references_and_embeds_nothing_new(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """On a branch ``main`` calls ``helper``; back on the first branch it calls ``clean``
+    again, and that switch back is served from the embedding cache (0 embedded)."""
+    _repo(repo)
+    first = repo.git("rev-parse", "--abbrev-ref", "HEAD").strip()
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert ("main", "imported") in _callers(index, "clean")
+    repo.git("checkout", "-q", "-b", "other")
+    repo.write("app.py", "from pkg.core import helper\n\n\ndef main():\n    return helper(1)\n")
+    repo.commit("on other")
+    indexer.sync(repo.path)
+    assert ("main", "imported") in _callers(index, "helper")
+    assert ("main", "imported") not in _callers(index, "clean")
+    repo.git("checkout", "-q", first)
+    back = indexer.sync(repo.path)
+    assert back.embedded == 0
+    assert ("main", "imported") in _callers(index, "clean")
+    assert ("main", "imported") not in _callers(index, "helper")
+    table = indexer.store.db.open_table(S.REFERENCES).to_arrow()
+    assert set(table.column("branch").to_pylist()) == {first}
+
+
+def test_the_table_is_documented_in_the_schema(tmp_path: Path) -> None:
+    """docs/schema.md has a ``references`` section (the column check is test_schema_doc)."""
+    doc = (Path(__file__).parents[2] / "docs" / "schema.md").read_text()
+    assert "## `references`" in doc

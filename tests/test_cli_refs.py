@@ -1,0 +1,57 @@
+"""`codechunkd defs`, `refs` and `map` through the entry point, on a real index."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codechunkd.config.settings import Settings
+from tests.conftest import Indexer, Repo
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_defs_refs_and_map_answer_from_the_references_table(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """defs finds the definition (its id a chunk id), refs --calls the callers with how
+    each resolved, a name in a hostile file name is escaped in text, the map ranks the
+    file everything refers to first and keeps to its budget; a bad budget is exit 2."""
+    repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
+    repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
+    repo.write("b\x1b[31m.py", "from lib.core import parse\n\n\ndef two():\n    return parse(2)\n")
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ids = {r["id"] for r in ix.rows()}
+    ix.close()
+    where = ("--index-dir", str(index_dir))
+    done = _run("defs", "parse", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    [d] = json.loads(done.stdout)
+    assert d["path"] == "lib/core.py" and d["symbol"] == "parse" and d["id"] in ids
+    done = _run("refs", "parse", "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    callers = {(u["symbol"], u["resolved"], u["target"]["id"]) for u in json.loads(done.stdout)}
+    assert callers == {("one", "imported", d["id"]), ("two", "imported", d["id"])}
+    text = _run("refs", "parse", *where)
+    assert text.returncode == 0 and "\x1b" not in text.stdout and "\\x1b" in text.stdout
+    assert _run("defs", "nothing_named_so", *where).returncode == 1
+    done = _run("map", *where, "--budget", "60", "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    assert entries[0]["path"] == "lib/core.py"
+    assert [x["signature"] for x in entries[0]["definitions"]] == ["def parse(x)"]
+    assert _run("map", *where, "--budget", "0").returncode == 2
