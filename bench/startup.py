@@ -149,7 +149,7 @@ elif sys.argv[2] == 'lancedb':
     held.search(sys.argv[3], mode='text')
     gc.collect(); ctypes.CDLL('libc.so.6').malloc_trim(0); out['+ IndexStore + text search'] = rss()
     import codechunkd.daemon.service
-    gc.collect(); out['+ the daemon\'s other modules'] = rss()
+    gc.collect(); out["+ the daemon's other modules"] = rss()
 else:
     from codechunkd.storage.reader import open_index
     held = open_index(settings=settings)
@@ -226,11 +226,12 @@ def daemon(repo: Path, index: Path, env: dict[str, str], tmp: Path, idle: float)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    found = parts(index, env)
     print(
         f"idle daemon RSS after {idle:.0f} s: model loaded {loaded:6.1f} MiB, unloaded "
-        f"{unloaded:6.1f} MiB"
+        f"{unloaded:6.1f} MiB",
+        flush=True,
     )
+    found = parts(index, env)
     base = found["python + codechunkd cli"]
     ort = found["+ onnxruntime"] - base
     model = found["+ model, one query"] - found["+ onnxruntime"]
@@ -301,7 +302,9 @@ def main() -> None:
             "search": [EXE, "search", QUERY, "--index-dir", str(index)],
         }
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for rnd in range(args.rounds + 1):  # round 0 warms the bytecode caches, not counted
+        for rnd in range(
+            args.rounds + 1 if args.rounds else 0
+        ):  # --rounds 0: the daemon only  # round 0 warms the bytecode caches, not counted
             for label, src in variants.items():
                 venv = dict(env, PYTHONPATH=src)
                 for name, argv in commands.items():
@@ -311,8 +314,9 @@ def main() -> None:
                 got = mcp_first_search(index, venv, tmp)
                 if rnd:
                     figures.setdefault(("mcp first search", label), []).append(got)
-        print(f"medians of {args.rounds} alternating rounds (CPU-s include child processes):")
-        for name in (*commands, "mcp first search"):
+        if args.rounds:
+            print(f"medians of {args.rounds} alternating rounds (CPU-s include children):")
+        for name in (*commands, "mcp first search") if args.rounds else ():
             line = f"  {name:<17}"
             cpus = {}
             walls = {}
