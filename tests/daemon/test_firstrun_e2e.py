@@ -73,7 +73,9 @@ def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
 
         def progress() -> dict[str, Any] | None:
             p: dict[str, Any] | None = d.status()["sources"][0]["progress"]
-            return p if p and p["activity"] == "indexing" and p["embedded"] else None
+            # text first: the embedding is the fill after every file is written
+            busy = p and p["activity"] in ("indexing", "filling vectors")
+            return p if busy and p["embedded"] else None
 
         first = wait_for(progress, "embedding progress", timeout=120)
         assert first["files_total"] == 300
@@ -90,7 +92,7 @@ def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
         assert "/300 files" in text.stdout and "ETA" in text.stdout
         found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
         assert found.returncode == 0 and found.stdout.startswith("partial: "), found.stdout
-        d.wait_notify("files,", timeout=30)  # STATUS= carries the progress
+        d.wait_notify("vectors", timeout=30)  # STATUS= carries the progress and coverage
     finally:
         d.kill()
 

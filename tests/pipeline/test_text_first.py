@@ -217,7 +217,8 @@ def test_every_file_answers_by_text_before_the_first_vector_is_computed(
             == {}
         )
         state = reader.state(git.source.id)
-        assert state is not None and state.pending is None and state.commit == repo.head()
+        # at the new commit, marked pending until its vectors are in (a kill: finished next run)
+        assert state is not None and state.commit == state.pending == repo.head(), state
         assert seen[-1].files_done == 12 and seen[-1].chunks == chunks
     finally:
         server.stall.clear()
@@ -227,6 +228,8 @@ def test_every_file_answers_by_text_before_the_first_vector_is_computed(
     cov = coverage(writer.store, git.source.id)
     assert cov.complete and cov.chunks == chunks, cov
     assert verify(writer.settings, writer.store, git).ok
+    done = writer.store.state(git.source.id)
+    assert done is not None and done.pending is None and done.commit == repo.head()
     assert seen[-1].activity == "filling vectors" and seen[-1].fill_embedded == seen[-1].fill_texts
     assert seen[-1].eta_s == 0
 

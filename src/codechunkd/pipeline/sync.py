@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from itertools import zip_longest
 from typing import Any
@@ -332,6 +332,12 @@ class Syncer:
                 self._unfilled.add(sid)
         if sid not in self._unfilled:
             return
+        # marked pending until every vector is set: a run killed in the fill leaves a mark that
+        # makes the next one finish it (``codechunkd index``'s no-op path reads state.json)
+        written = self.store.state(sid)
+        if written is not None:
+            self._still_writer()
+            self.store.put_state(replace(written, pending=written.commit or "unborn"))
         rank = self._rank or ranker(git, None, walk=False)
         meter = _Meter(self._last_total, report, progress)
         meter.fill = FillReport()
@@ -355,6 +361,9 @@ class Syncer:
         report.embedded = before + done.embedded
         report.reused += done.reused
         self._unfilled.discard(sid)
+        if written is not None:
+            self._still_writer()
+            self.store.put_state(written)
         meter.report_fill(done)
 
     def remove_interrupted_writes(self) -> int:
