@@ -8,6 +8,7 @@ must serve status and search (marked partial) long before that, and a killed
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sqlite3
@@ -109,13 +110,24 @@ def _cached(cache: Path) -> int:
     return int(n)
 
 
-def _index(repo: Repo, index_dir: Path) -> subprocess.Popen[str]:
+def _index(repo: Repo, index_dir: Path, stop_at: str = "") -> subprocess.Popen[str]:
+    """``codechunkd index`` in a child; ``stop_at`` (a crash point's NAME:N) makes it stop
+    itself there (SIGSTOP) until the test has sent its signal (storage/crashpoints.py)."""
+    env = dict(os.environ, _CODECHUNKD_STOP_AT=stop_at) if stop_at else None
     return subprocess.Popen(
         [EXE, "index", str(repo.path), "--index-dir", str(index_dir), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
+
+
+def _stopped(proc: subprocess.Popen[str]) -> bool:
+    """Whether ``proc`` is stopped (state ``T`` in /proc); an exit fails the wait."""
+    assert proc.poll() is None, proc.communicate()
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    return stat.rpartition(")")[2].split()[0] == "T"
 
 
 def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path) -> None:
@@ -137,9 +149,13 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
     assert total > 6 * slice_, total
     cache = IndexPaths.of(settings).cache
 
-    first = _index(repo, index_dir)
-    wait_for(lambda: _cached(cache) >= slice_, "a first slice cached", timeout=120)
+    # the instant: the first slice is in the cache and most of the work is left; the run
+    # waits there, stopped, so the signal cannot come after it has finished
+    first = _index(repo, index_dir, stop_at="cache_put.after:1")
+    wait_for(lambda: _stopped(first), "the index stopped at its first cached slice", timeout=120)
+    assert _cached(cache) > 0
     first.send_signal(signal.SIGINT)
+    first.send_signal(signal.SIGCONT)
     _, err = first.communicate(timeout=scaled(60))
     assert first.returncode == 130, err
     assert "interrupted" in err and "run the same command again" in err, err

@@ -11,6 +11,10 @@ each boundary a real sync crosses.  Every write of a sync is bracketed by
     itself: a real kill (no cleanup, no ``finally``), not an exception.
 ``_CODECHUNKD_CRASH_TRACE=path``
     each crash point reached appends its name and a newline to ``path``.
+``_CODECHUNKD_STOP_AT=name:N``
+    the Nth ``crashpoint(name)`` sends SIGSTOP to the process itself: a test that must
+    signal a run at an exact instant (mid-index, with work left) waits for the process
+    to be stopped, sends its signal, then SIGCONT, instead of racing the run.
 
 The names start with an underscore because ``CODECHUNKD_*`` variables are
 settings, and an unknown one is an error (config/loader.py).  Unarmed, a crash
@@ -29,18 +33,22 @@ AT_ENV = "_CODECHUNKD_CRASH_AT"
 TRACE_ENV = "_CODECHUNKD_CRASH_TRACE"
 
 
-def _parse_at(spec: str) -> tuple[str, int] | None:
+STOP_ENV = "_CODECHUNKD_STOP_AT"
+
+
+def _parse_at(spec: str, env: str = AT_ENV) -> tuple[str, int] | None:
     if not spec:
         return None
     name, _, nth = spec.rpartition(":")
     if not name or not nth.isdigit() or int(nth) < 1:
-        raise ConfigError(f"{AT_ENV} must be NAME:N with N >= 1, got {spec!r}", key=AT_ENV)
+        raise ConfigError(f"{env} must be NAME:N with N >= 1, got {spec!r}", key=env)
     return name, int(nth)
 
 
 _AT = _parse_at(os.environ.get(AT_ENV, ""))
+_STOP = _parse_at(os.environ.get(STOP_ENV, ""), STOP_ENV)
 _TRACE = os.environ.get(TRACE_ENV) or None
-_ARMED = _AT is not None or _TRACE is not None
+_ARMED = _AT is not None or _STOP is not None or _TRACE is not None
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
 
@@ -60,3 +68,5 @@ def crashpoint(name: str) -> None:
                 os.close(fd)
         if (name, n) == _AT:
             os.kill(os.getpid(), signal.SIGKILL)
+        if (name, n) == _STOP:
+            os.kill(os.getpid(), signal.SIGSTOP)
