@@ -277,6 +277,10 @@ def test_a_fill_killed_is_finished_by_the_next_run_with_nothing_lost(
     index = tmp_path / "index"
     killed = _index(repo.path, index, server.url, {AT_ENV: point})
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-2000:])
+    # marked for the next run wherever the kill fell: ``codechunkd index``'s no-op path
+    # trusts an unmarked state.json, and would leave the rows without vectors
+    state = json.loads((index / "_codechunkd" / "state.json").read_text())
+    assert state["sources"][0]["pending"] is not None, state
     w = _Writer(index, server.url)
     try:
         git = GitSource(repo.path)

@@ -309,7 +309,10 @@ class Syncer:
         # even when this run found nothing left to write
         if todo or deletes or state is None or state.pending or self._state_moved(state, changes):
             self._still_writer()  # a writer that lost the index must not advance its state
-            self.store.put_state(self._state(git, state, changes, pending=False))
+            done = self._state(git, state, changes, pending=False)
+            if self._unfilled_rows(git.source.id):  # the fill follows: marked until it ends
+                done = replace(done, pending=done.commit or "unborn")
+            self.store.put_state(done)
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
         crashpoint("sync.state_written")
@@ -322,20 +325,25 @@ class Syncer:
         log.info("sync_done", **report.as_dict())
         return report
 
-    def _fill_vectors(self, git: GitSource, report: SyncReport, progress: Progress | None) -> None:
-        """Embed the rows written without a vector: this sync's text-first write, or what an
-        interrupted run left (looked for once per source and process: two counts)."""
-        sid = git.source.id
+    def _unfilled_rows(self, sid: str) -> bool:
+        """Whether rows of ``sid`` lack a vector: written so by this process, or found so
+        (looked for once per source and process)."""
         if sid not in self._looked:
             self._looked.add(sid)
             if not coverage(self.store, sid).complete:
                 self._unfilled.add(sid)
-        if sid not in self._unfilled:
+        return sid in self._unfilled
+
+    def _fill_vectors(self, git: GitSource, report: SyncReport, progress: Progress | None) -> None:
+        """Embed the rows written without a vector: this sync's text-first write, or what an
+        interrupted run left."""
+        sid = git.source.id
+        if not self._unfilled_rows(sid):
             return
         # marked pending until every vector is set: a run killed in the fill leaves a mark that
         # makes the next one finish it (``codechunkd index``'s no-op path reads state.json)
         written = self.store.state(sid)
-        if written is not None:
+        if written is not None and written.pending is None:
             self._still_writer()
             self.store.put_state(replace(written, pending=written.commit or "unborn"))
         rank = self._rank or ranker(git, None, walk=False)
@@ -363,7 +371,7 @@ class Syncer:
         self._unfilled.discard(sid)
         if written is not None:
             self._still_writer()
-            self.store.put_state(written)
+            self.store.put_state(replace(written, pending=None))
         meter.report_fill(done)
 
     def remove_interrupted_writes(self) -> int:

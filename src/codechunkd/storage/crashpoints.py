@@ -15,6 +15,9 @@ each boundary a real sync crosses.  Every write of a sync is bracketed by
     the Nth ``crashpoint(name)`` sends SIGSTOP to the process itself: a test that must
     signal a run at an exact instant (mid-index, with work left) waits for the process
     to be stopped, sends its signal, then SIGCONT, instead of racing the run.
+``_CODECHUNKD_HOLD_AT=name:N``
+    the thread that makes the Nth ``crashpoint(name)`` call blocks there for good: a
+    batch that never ends (a hung embedder, a stuck disk), for the shutdown's abandon path.
 
 The names start with an underscore because ``CODECHUNKD_*`` variables are
 settings, and an unknown one is an error (config/loader.py).  Unarmed, a crash
@@ -34,6 +37,7 @@ TRACE_ENV = "_CODECHUNKD_CRASH_TRACE"
 
 
 STOP_ENV = "_CODECHUNKD_STOP_AT"
+HOLD_ENV = "_CODECHUNKD_HOLD_AT"
 
 
 def _parse_at(spec: str, env: str = AT_ENV) -> tuple[str, int] | None:
@@ -47,8 +51,9 @@ def _parse_at(spec: str, env: str = AT_ENV) -> tuple[str, int] | None:
 
 _AT = _parse_at(os.environ.get(AT_ENV, ""))
 _STOP = _parse_at(os.environ.get(STOP_ENV, ""), STOP_ENV)
+_HOLD = _parse_at(os.environ.get(HOLD_ENV, ""), HOLD_ENV)
 _TRACE = os.environ.get(TRACE_ENV) or None
-_ARMED = _AT is not None or _STOP is not None or _TRACE is not None
+_ARMED = any(x is not None for x in (_AT, _STOP, _HOLD, _TRACE))
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
 
@@ -70,3 +75,5 @@ def crashpoint(name: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         if (name, n) == _STOP:
             os.kill(os.getpid(), signal.SIGSTOP)
+    if (name, n) == _HOLD:  # outside the lock: other threads go on past their points
+        threading.Event().wait()
