@@ -46,7 +46,6 @@ STAGE_EDGES = {
     ("cli", "mcp_server"),
     ("cli", "cli_refs"),
     ("mcp_server", "mcp_refs"),
-    ("mcp_refs", "cli_refs"),
 }
 
 

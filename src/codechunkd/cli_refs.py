@@ -9,16 +9,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from codechunkd.config import Settings
 from codechunkd.display import printable
+from codechunkd.storage.refviews import MAX_BUDGET, definition_dicts, reference_dicts
 
-__all__ = ["COMMANDS", "add_parsers", "definition_dicts", "reference_dicts"]
+__all__ = ["COMMANDS", "add_parsers"]
 
 GetSettings = Callable[[argparse.Namespace], Settings]
-MAX_BUDGET = 100_000
 
 
 def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -37,34 +36,6 @@ def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
     p.add_argument("--budget", type=int, default=1024, help="tokens (default 1024)")
     p.add_argument("--repo", help="this repository (default: the only one indexed)")
     common(p)
-
-
-def definition_dicts(defs: list[Any]) -> list[dict[str, Any]]:
-    return [
-        {"id": d.chunk_id, **{k: v for k, v in asdict(d).items() if k != "chunk_id"}} for d in defs
-    ]
-
-
-def reference_dicts(uses: list[Any]) -> list[dict[str, Any]]:
-    out = []
-    for u in uses:
-        t = u.target
-        out.append(
-            {
-                "id": u.chunk_id,
-                "symbol": u.chunk_symbol,
-                "path": u.path,
-                "line": u.line,
-                "kind": u.kind,
-                "name": u.name,
-                "qualifier": u.qualifier,
-                "resolved": u.how or None,
-                "target": None
-                if t is None
-                else {"id": t.chunk_id, "symbol": t.symbol, "path": t.path},
-            }
-        )
-    return out
 
 
 def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:

@@ -14,8 +14,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from codechunkd.cli_refs import MAX_BUDGET, definition_dicts, reference_dicts
 from codechunkd.display import printable
+from codechunkd.storage.refviews import MAX_BUDGET, definition_dicts, reference_dicts
 
 __all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
 
