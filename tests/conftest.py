@@ -61,13 +61,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def _isolated_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No test reads or writes the developer's HOME, config or git settings."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
+def _isolate(mp: pytest.MonkeyPatch, home: Path, onnx_dir: Path) -> None:
+    """Point HOME, the XDG folders, git's settings and the model's ONNX folder at ``home``
+    and ``onnx_dir``, and drop every ``CODECHUNKD_*`` setting of the caller's environment."""
+    mp.setenv("HOME", str(home))
     for var, sub in [
         ("XDG_CONFIG_HOME", ".config"),
         ("XDG_DATA_HOME", ".local/share"),
@@ -76,17 +73,35 @@ def _isolated_home(
         ("XDG_RUNTIME_DIR", "run"),
     ]:
         (home / sub).mkdir(parents=True, exist_ok=True)
-        monkeypatch.setenv(var, str(home / sub))
+        mp.setenv(var, str(home / sub))
     (home / "run").chmod(0o700)
     for key in [k for k in os.environ if k.startswith("CODECHUNKD_")]:
-        monkeypatch.delenv(key)
+        mp.delenv(key)
     # one ONNX export per test session, shared by every test and the processes they start
-    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
-    monkeypatch.setenv("CODECHUNKD_EMBEDDING_ONNX_DIR", str(onnx_dir))
+    mp.setenv("CODECHUNKD_EMBEDDING_ONNX_DIR", str(onnx_dir))
     for k, v in GIT_ENV.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+        mp.setenv(k, v)
+    mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads or writes the developer's HOME, config or git settings."""
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    _isolate(monkeypatch, tmp_path_factory.mktemp("home"), onnx_dir)
+
+
+@pytest.fixture(scope="module")
+def module_isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``_isolated_home`` for a module-scoped fixture (which runs before any test's own
+    fixtures): what it prepares for a module's tests is made under the same isolation."""
+    onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(mp, tmp_path_factory.mktemp("home"), onnx_dir)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,9 @@
 """Issue #15 row 2: every way of damaging an index ends in a one-line error, and
 `codechunkd index --rebuild` recovers to a `verify`-clean index.
 
-Each case indexes a tiny real repository with the real CLI, damages the index
-directory the way a lost file or a bad disk would, and runs the commands as a
-user would (subprocesses, real LanceDB, real SQLite).
+A tiny real repository is indexed once with the real CLI; each case damages its
+own copy of that index directory the way a lost file or a bad disk would, and runs
+the commands as a user would (subprocesses, real LanceDB, real SQLite).
 """
 
 from __future__ import annotations
@@ -126,19 +126,34 @@ def _one_line_error(done: subprocess.CompletedProcess[str]) -> None:
             assert "codechunkd index --rebuild" in lines[0]
 
 
+@pytest.fixture(scope="module")
+def indexed(
+    tmp_path_factory: pytest.TempPathFactory, module_isolated: None, exported_model: Path
+) -> tuple[Repo, Path]:
+    """The repository and its healthy index, made once.  The index names its repository by
+    path, so every case's copy of the index shares this one repository (which no case
+    changes)."""
+    base = tmp_path_factory.mktemp("damage")
+    repo = Repo(base / "repo")
+    repo.write("geo.py", "def haversine(a, b):\n    return great_circle(a, b)\n")
+    repo.write("text.py", "class Slug:\n    def make(self, t):\n        return t.lower()\n")
+    repo.commit("init")
+    done = _run("index", str(repo.path), index=base / "index")
+    assert done.returncode == 0, done.stderr
+    return repo, base / "index"
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_damage_gives_one_line_errors_and_rebuild_recovers(
-    case: str, repo: Repo, tmp_path: Path
+    case: str, indexed: tuple[Repo, Path], tmp_path: Path
 ) -> None:
     """The commands report the damage in one line (exit 8 where they see it, never a
     traceback), `index --rebuild` recovers whatever was damaged (with a dangling lock file
     left behind), reuses a healthy embedding cache, and `verify` is clean afterwards."""
     damage, expected = CASES[case]
-    repo.write("geo.py", "def haversine(a, b):\n    return great_circle(a, b)\n")
-    repo.write("text.py", "class Slug:\n    def make(self, t):\n        return t.lower()\n")
-    repo.commit("init")
+    repo, healthy = indexed
     ix = tmp_path / "index"
-    assert _run("index", str(repo.path), index=ix).returncode == 0
+    shutil.copytree(healthy, ix, symlinks=True)
     damage(ix)
 
     codes = {
