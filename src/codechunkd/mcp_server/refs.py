@@ -1,8 +1,9 @@
 """The MCP tools over the reference graph: ``definition``, ``references`` and ``repo_map``.
 
-Registered by mcp_server.py's ``build_server`` (``register(tool, backend)``); they read the
-index on disk (``Backend.index()``), whose reference graph stays in memory between calls
-and is rebuilt when a writer has committed (storage/refquery.py).
+Registered by server.py's ``build_server`` (``register(tool, backend)``), after tools.py's
+four; they read the index on disk (``Backend.index()``), whose reference graph stays in
+memory between calls and is rebuilt when a writer has committed (storage/refquery.py).
+They must not reach the daemon, nor the index tools' rendering (render.py).
 """
 
 from __future__ import annotations

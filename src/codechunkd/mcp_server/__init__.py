@@ -1,0 +1,32 @@
+"""``codechunkd mcp``: the index, served to coding agents over the Model Context Protocol.
+
+Built on the official MCP SDK (``mcp``): stdio (what agents spawn) or, with
+``--http``, streamable HTTP bound to 127.0.0.1.  Seven tools: ``search``,
+``outline``, ``read_chunks`` and ``status`` (tools.py), ``definition``,
+``references`` and ``repo_map`` (refs.py).
+
+Searches go to the running daemon when there is one (its warm model, over the
+control socket) and otherwise to the index on disk, opened read-only here; the
+choice is made per call, so a daemon stopped or started under this server is
+followed at once (backend.py).  Nothing here takes the writer's lock.  Every failure a user
+can cause (no index, a bad filter, a stopped daemon) comes back as an MCP tool
+error with a one-line message; the server keeps serving.
+
+The package, module by module (imports point down the list):
+
+- ``server``: the SDK's server with the tools registered, and ``serve`` (picks a transport);
+- ``stdio``, ``http``: the two transports (HTTP: the bearer token, loopback, bounded waits);
+- ``tools``, ``refs``: each tool's schema and body;
+- ``render``: the text the model reads; ``backend``: where answers come from.
+
+This file only re-exports what the CLI (``serve``) and others import; it holds no code.
+"""
+
+from __future__ import annotations
+
+from codechunkd.mcp_server.backend import Backend
+from codechunkd.mcp_server.http import http_token
+from codechunkd.mcp_server.render import render_hits, trim_hits
+from codechunkd.mcp_server.server import build_server, serve
+
+__all__ = ["Backend", "build_server", "http_token", "render_hits", "serve", "trim_hits"]

@@ -1,0 +1,162 @@
+"""Where the MCP tools' answers come from: the daemon when one answers, else the index on disk.
+
+Owns ``Backend``: a search goes to the running daemon (its warm model, over the control
+socket) and otherwise to the index, opened read-only here on first use; the choice is made
+per call, so a daemon stopped or started under the server is followed at once.  It must not
+render text for the agent (render.py), declare tools (tools.py), take the writer's lock or
+import LanceDB at the top (``index()`` imports the reader lazily).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from codechunkd.config import Settings
+from codechunkd.daemon.control import DaemonUnavailable, request
+from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.request import SearchRequest
+
+DAEMON_SEARCH_TIMEOUT = 60.0
+"""The daemon's first search may load its model (seconds)."""
+
+
+class Backend:
+    """Answers the tools: the daemon when one answers, else the index read-only."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.paths = IndexPaths.of(settings)
+        self._index: Any = None  # storage.reader.Index, opened on first use
+        self._lock = threading.Lock()
+
+    # -- where answers come from -------------------------------------------------
+
+    def daemon(self, doc: Mapping[str, Any], *, timeout: float) -> Any | None:
+        """The daemon's answer, or None when no daemon answers (stopped or silent)."""
+        try:
+            return request(self.paths.socket, doc, timeout=timeout)
+        except DaemonUnavailable:
+            return None
+
+    def index(self) -> Any:
+        """The index on disk, opened read-only once (LanceDB is imported only here)."""
+        with self._lock:
+            if self._index is None:
+                uri = self.paths.uri
+                if "://" not in uri and not (Path(uri) / "chunks.lance").is_dir():
+                    raise ToolError(
+                        f"no index at {uri}: run `codechunkd run PATH` (or "
+                        "`codechunkd index PATH`) first, or pass the right --index-dir"
+                    )
+                from codechunkd.storage.reader import open_index
+
+                self._index = open_index(settings=self.settings)
+            return self._index
+
+    # -- the tools ---------------------------------------------------------------
+
+    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        """Hits as ``Hit.as_dict()`` (as ``codechunkd search --json`` prints), their origin,
+        and what the answer says of itself: ``coverage`` (chunks answering by text and by
+        vector) and a ``note`` when it went without its query vector."""
+        if req.repo:
+            self.check_repo(req.repo)
+        answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
+        if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
+            about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
+            return answer["hits"], "daemon", about
+        if isinstance(answer, dict) and answer.get("error"):
+            raise ToolError(f"the daemon could not search: {answer['error']}")
+        index = self.index()
+        hits = index.run(req)
+        cov = index.coverage(repo=req.repo)
+        return (
+            [h.as_dict() for h in hits],
+            "index",
+            {"coverage": {**cov.as_dict(), "text": cov.text()}},
+        )
+
+    def check_repo(self, repo: str) -> None:
+        """A repo filter names an indexed repository (state.json: no LanceDB import)."""
+        from codechunkd.storage.statefile import read_state_file
+
+        doc = read_state_file(self.paths.state_file)
+        if doc is None:
+            return  # nothing to check against: the search says what it finds
+        roots = sorted({s["repo"] for s in doc.get("sources", []) if "repo" in s})
+        if roots and repo not in roots:
+            raise ToolError(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
+
+    def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
+        """(path inside its repository, repository root or None), from what an agent passes."""
+        if repo:
+            repo = str(Path(repo).expanduser().resolve())
+        if os.path.isabs(path):
+            full = str(Path(path).resolve())
+            roots = sorted({s.source.repo for s in self.index().sources()}, key=len, reverse=True)
+            for root in [repo] if repo else roots:
+                if root and full.startswith(root.rstrip(os.sep) + os.sep):
+                    return os.path.relpath(full, root), root
+            raise ToolError(
+                f"{path} is not inside an indexed repository "
+                f"(indexed: {', '.join(roots) or 'none'})"
+            )
+        return path.lstrip("./") if path.startswith("./") else path, repo
+
+    def outline(self, path: str, repo: str | None) -> list[Any]:
+        rel, root = self.locate(path, repo)
+        rows = self.index().file(rel, repo=root)
+        if not rows:
+            roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
+            raise ToolError(
+                f"no chunks indexed for {rel!r}"
+                + (f" in {root}" if root else "")
+                + f"; paths are relative to the repository root (indexed: {roots})"
+            )
+        return list(rows)
+
+    def chunk_at(self, path: str, line: int, repo: str | None) -> str:
+        """The id of the innermost chunk of ``path`` that covers ``line``."""
+        rows = [r for r in self.outline(path, repo) if r.start_line <= line <= r.end_line]
+        if not rows:
+            raise ToolError(f"no chunk of {path} covers line {line}")
+        best = min(rows, key=lambda r: (r.end_line - r.start_line, r.synthetic))
+        return str(best.id)
+
+    def chunks(self, ids: Sequence[str]) -> list[tuple[Any, list[Any]]]:
+        """Each chunk with its enclosing chunks, outermost first."""
+        index = self.index()
+        out = []
+        for cid in ids:
+            row = index.get(cid)
+            if row is None:
+                raise ToolError(
+                    f"no chunk with id {cid!r} (ids come from `search` or `outline`; "
+                    "an edit since then replaces a file's chunks and their ids)"
+                )
+            parents: list[Any] = []
+            parent, seen = row.parent_id, {row.id}
+            while parent and parent not in seen and len(parents) < 5:
+                seen.add(parent)
+                p = index.get(parent)
+                if p is None:
+                    break
+                parents.append(p)
+                parent = p.parent_id
+            out.append((row, list(reversed(parents))))
+        return out
+
+    def status(self) -> tuple[dict[str, Any], str]:
+        """The status document (the daemon's, or state.json and the live HEADs), and its origin."""
+        doc = self.daemon({"cmd": "status"}, timeout=2.0)
+        if isinstance(doc, dict) and "sources" in doc:
+            return doc, "daemon"
+        from codechunkd.daemon.offline import stopped_status
+
+        return stopped_status(self.paths), "index"
