@@ -53,16 +53,56 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # one Ray would save in the home directory; ray.init sets RAY_AUTH_MODE, undone after
         env.delenv("RAY_AUTH_MODE", raising=False)
         env.setenv("RAY_AUTH_TOKEN", secrets.token_hex(16))
-        ray.init(
-            num_cpus=2,
-            _node_ip_address="127.0.0.1",  # the cluster listens on loopback only
-            include_dashboard=False,
-            object_store_memory=100 * 1024 * 1024,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        _start_ray()
         yield ray.get_runtime_context().gcs_address
         ray.shutdown()
+
+
+RAY_STARTS = 3
+
+
+def _start_ray() -> None:
+    """Start the local cluster, again if Ray's own start-up deadline struck.
+
+    Ray's raylet waits a fixed 15 s for its dashboard agent (a Python process it starts) to
+    write a port file, then aborts; ``ray.init`` reports it ~30 s later as "The current node
+    timed out during startup" (raylet.out: "Timed out waiting for file
+    …/dashboard_agent_listen_port_…").  Seen under load (8 busy loops beside the suite on 2
+    cores); reproduced at will by an agent that sleeps 20 s before starting.  Ray 2.60 has
+    no setting for that wait (``RAY_agent_register_timeout_ms`` does not reach it, and an
+    explicit listen port is not passed to the raylet), so a start that failed so is tried
+    again, a bounded number of times, after a clean shutdown: anything else is raised."""
+    for attempt in range(1, RAY_STARTS + 1):
+        try:
+            ray.init(
+                num_cpus=2,
+                _node_ip_address="127.0.0.1",  # the cluster listens on loopback only
+                include_dashboard=False,
+                object_store_memory=100 * 1024 * 1024,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+            return
+        except Exception as e:  # Ray raises a bare Exception for this
+            _kill_the_half_started_node(e)
+            ray.shutdown()
+            if "timed out during startup" not in str(e) or attempt == RAY_STARTS:
+                raise
+
+
+def _kill_the_half_started_node(e: BaseException) -> None:
+    """End the processes of a node whose start failed: ``ray.init`` had not kept the node,
+    so ``ray.shutdown`` does not know them; the node is the ``self`` of a frame of the
+    failure's traceback, and Ray's own ``kill_all_processes`` ends and reaps them."""
+    from ray._private.node import Node
+
+    tb = e.__traceback__
+    while tb is not None:
+        node = tb.tb_frame.f_locals.get("self")
+        if isinstance(node, Node):
+            node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+            return
+        tb = tb.tb_next
 
 
 def _stdlib_repo(repo: Repo) -> int:
