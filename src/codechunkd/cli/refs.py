@@ -1,6 +1,9 @@
 """``codechunkd defs``, ``refs`` and ``map``: the reference graph on the command line.
 
-Registered from cli.py (``add_parsers``); each command gets the settings cli.py loads.
+Owns the three commands' parsers and how their answers print (text, or ``--json`` as the
+MCP tools give them: ``storage.refviews``).  The graph is read through ``storage.reader``
+(``open_index``), imported inside each command; this module must not resolve references
+or rank files itself.
 """
 
 from __future__ import annotations
@@ -11,31 +14,29 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from codechunkd.config import Settings
+import codechunkd.cli.common as common
 from codechunkd.display import printable
 from codechunkd.storage.refviews import MAX_BUDGET, definition_dicts, reference_dicts
 
 __all__ = ["COMMANDS", "add_parsers"]
 
-GetSettings = Callable[[argparse.Namespace], Settings]
 
-
-def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_parsers(sub: Any) -> None:
     p = sub.add_parser("defs", help="where a symbol is defined (from the references table)")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
     p.add_argument("--repo", help="only this repository (its root path)")
-    common(p)
+    common.options(p)
     p = sub.add_parser("refs", help="who uses a symbol: each use and how it was resolved")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
     p.add_argument("--repo", help="only this repository (its root path)")
     p.add_argument("--calls", action="store_true", help="only calls (the callers)")
     p.add_argument("--callees", action="store_true", help="what the symbol calls instead")
-    common(p)
+    common.options(p)
     p = sub.add_parser("map", help="the files and signatures that matter most, within a budget")
     p.add_argument("path", nargs="?", default="", help="only files under this directory")
     p.add_argument("--budget", type=int, default=1024, help="tokens (default 1024)")
     p.add_argument("--repo", help="this repository (default: the only one indexed)")
-    common(p)
+    common.options(p)
 
 
 def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -45,10 +46,10 @@ def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
         sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
 
 
-def cmd_defs(args: argparse.Namespace, settings: GetSettings) -> int:
+def cmd_defs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
-    defs = open_index(settings=settings(args)).definitions(args.name, repo=args.repo)
+    defs = open_index(settings=common.settings(args)).definitions(args.name, repo=args.repo)
     _print(
         args,
         definition_dicts(defs),
@@ -57,10 +58,10 @@ def cmd_defs(args: argparse.Namespace, settings: GetSettings) -> int:
     return 0 if defs else 1
 
 
-def cmd_refs(args: argparse.Namespace, settings: GetSettings) -> int:
+def cmd_refs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
-    index = open_index(settings=settings(args))
+    index = open_index(settings=common.settings(args))
     if args.callees:
         uses = index.callees(args.name, repo=args.repo)
     else:
@@ -82,7 +83,7 @@ def _use_line(u: Any, *, target: bool) -> str:
     )
 
 
-def cmd_map(args: argparse.Namespace, settings: GetSettings) -> int:
+def cmd_map(args: argparse.Namespace) -> int:
     from codechunkd.chunking.tokens import counter_for
     from codechunkd.errors import ConfigError
     from codechunkd.storage.reader import open_index
@@ -92,7 +93,7 @@ def cmd_map(args: argparse.Namespace, settings: GetSettings) -> int:
         raise ConfigError(
             f"--budget must be 1 to {MAX_BUDGET} tokens, got {args.budget}", key="budget"
         )
-    s = settings(args)
+    s = common.settings(args)
     entries = open_index(settings=s).refs.repo_map(
         count_tokens=counter_for(s.embedding.model),
         budget=args.budget,
@@ -114,7 +115,7 @@ def cmd_map(args: argparse.Namespace, settings: GetSettings) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, GetSettings], int]] = {
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "defs": cmd_defs,
     "refs": cmd_refs,
     "map": cmd_map,

@@ -1,0 +1,87 @@
+"""What every command shares: the common options, the settings, a source, JSON out, damage.
+
+Owns the options most commands take (``--config``, ``--index-dir``, ``--json``, ``-v``),
+the settings a command runs with (a private umask, and an index that must exist for the
+commands that read one), opening a source by its path, printing one JSON document, and
+the index damage visible without LanceDB.  Must not import LanceDB, torch, pygit2 or the
+daemon at its top: every command module imports this one, ``status --help`` included, so
+anything heavy is imported inside the function that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from codechunkd.config import Settings, load_settings
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    """The options most commands take (``mcp`` takes its own three)."""
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="settings file (default: $XDG_CONFIG_HOME/codechunkd/config.toml)",
+    )
+    p.add_argument(
+        "--index-dir", help="index directory or URI (default: $XDG_DATA_HOME/codechunkd/index)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+
+
+#: Commands that read an index: a missing one is an error, never created (a typo'd --index-dir).
+#: (search.py, status.py, verify.py, and refs.py's defs, refs and map.)
+READ_COMMANDS = frozenset({"search", "status", "verify", "defs", "refs", "map"})
+
+
+def settings(args: argparse.Namespace, *, check_index: bool = True) -> Settings:
+    """The settings, with what every command needs first: a private umask, an index to read
+    (``check_index=False``: the caller looks at the index itself)."""
+    from codechunkd.errors import StoreError
+    from codechunkd.storage.layout import IndexPaths, private_umask
+
+    settings = load_settings(config=args.config, overrides={"index.dir": args.index_dir})
+    private_umask()  # the index, its cache and the socket hold source code
+    command = getattr(args, "command", None)
+    # `status` on the default index before anything was indexed says so (exit 12/13);
+    # a directory named on the command line must be an index for every read command.
+    if check_index and command in READ_COMMANDS and (args.index_dir or command != "status"):
+        problem = IndexPaths.of(settings).index_problem()
+        if problem:
+            raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
+    return settings
+
+
+def git_source(path: str, ref: str | None = None) -> Any:
+    """The source at ``path`` (``GitSource``); a path that does not exist says so (exit 3)."""
+    from codechunkd.errors import RepoError
+    from codechunkd.git.changes import GitSource
+
+    if not os.path.exists(path):
+        raise RepoError(f"{path} does not exist")
+    return GitSource(path, ref=ref)  # NotAGitRepo / RefNotFound: exit 3
+
+
+def print_json(doc: object) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def damage_lines(paths: Any) -> list[str]:
+    """Damage visible without importing LanceDB (``storage.repair.quick_damage``)."""
+    from codechunkd.storage.repair import quick_damage
+
+    return [str(d) for d in quick_damage(paths)]
+
+
+def refuse_damaged(paths: Any) -> None:
+    """Raise ``IndexDamaged`` for damage visible without LanceDB."""
+    from codechunkd.errors import IndexDamaged
+
+    found = damage_lines(paths)
+    if found:
+        raise IndexDamaged("; ".join(found))

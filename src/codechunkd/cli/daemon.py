@@ -1,0 +1,119 @@
+"""``codechunkd run``, ``add`` and ``remove``: the daemon, and the list of sources it follows.
+
+Owns the three commands' parsers, the checks ``run`` makes before its slow imports (every
+path is a source, the socket directory, the writer lock), handing over to
+``daemon.service.Service``, and editing ``sources.json`` (a running daemon is asked to
+reload).  ``cmd_run`` is the one place besides ``main`` that ends the process itself
+(``os._exit`` when the writer was abandoned inside a batch).  Must not run the service loop
+or watch anything itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import codechunkd.cli.common as common
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the daemon: watch sources and keep the index fresh")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="sources to watch (besides the configured ones)"
+    )
+    common.options(p)
+
+    p = sub.add_parser("add", help="add a source to the daemon's list (a running daemon follows)")
+    p.add_argument("path", help="any folder inside the repository")
+    p.add_argument("--ref", help="follow this ref instead of the working tree (bare mirrors)")
+    common.options(p)
+
+    p = sub.add_parser("remove", help="remove a source from the daemon's list")
+    p.add_argument("path", help="the source's folder")
+    p.add_argument("--ref", help="the ref it follows, if any")
+    common.options(p)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from codechunkd import logs
+    from codechunkd.daemon.control import SourceSpec
+
+    logs.configure(level=logs.DEBUG if args.verbose else logs.INFO)
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    settings = common.settings(args)
+    specs = [SourceSpec.parse(p) for p in args.paths]
+    for spec in specs:  # a path that is no source fails now, having created nothing
+        common.git_source(spec.path, spec.ref)
+    from codechunkd.daemon.control import ensure_socket_dir
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.lease import writer_lock
+
+    paths = IndexPaths.of(settings)
+    ensure_socket_dir(paths.runtime)  # refuse a socket directory someone else made
+    with writer_lock(paths, what="codechunkd run"):
+        pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
+    from codechunkd.daemon.service import Service
+
+    service = Service(settings, specs=specs, load_settings=lambda: common.settings(args))
+    if not service.specs():
+        sys.stderr.write(
+            "codechunkd: error: no sources: pass a PATH, run `codechunkd add PATH`, "
+            "or set [daemon] sources\n"
+        )
+        return 2
+    code = service.run()
+    if service.abandoned:
+        # the writer is still inside a batch and holds the lock: end the process now, with no
+        # interpreter teardown (which would wait on, or tear down under, that thread);
+        # exiting releases the lock, and the next start repairs the pending state
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
+    from codechunkd.daemon.control import (
+        DaemonUnavailable,
+        SourceSpec,
+        daemon_pid,
+        read_sources,
+        request,
+        write_sources,
+    )
+    from codechunkd.storage.layout import IndexPaths
+
+    paths = IndexPaths.of(common.settings(args))
+    file = paths.meta / "sources.json"
+    specs = read_sources(file)
+    if add:
+        git = common.git_source(args.path, args.ref)
+        spec = SourceSpec(path=git.source.repo, ref=args.ref)
+        if spec in specs:
+            print(f"already listed: {spec}")
+            return 0
+        specs.append(spec)
+    else:
+        spec = SourceSpec.parse(args.path + (f"#{args.ref}" if args.ref else ""))
+        if spec not in specs:
+            sys.stderr.write(f"codechunkd: error: not listed: {spec}\n")
+            return 2
+        specs.remove(spec)
+    write_sources(file, specs)
+    try:
+        request(paths.socket, {"cmd": "reload"}, timeout=2.0, running=lambda: daemon_pid(paths))
+        running = "; the running daemon follows"
+    except DaemonUnavailable:
+        running = "; no daemon is running"
+    print(f"{'added' if add else 'removed'} {spec}{running}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    return _edit_sources(args, add=True)
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    return _edit_sources(args, add=False)

@@ -1,0 +1,31 @@
+"""``codechunkd mcp``: serve the index to coding agents (Model Context Protocol).
+
+Owns the command's parser (its own three options: no ``--json``).  The server is
+``mcp_server``, imported inside ``cmd_mcp`` alone, so ``--help`` never imports the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import codechunkd.cli.common as common
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("mcp", help="serve the index to coding agents (Model Context Protocol)")
+    p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (not stdio)")
+    p.add_argument("--port", type=int, default=8765, help="port for --http (default 8765; 0: any)")
+    p.add_argument("--config", type=Path, help="settings file")
+    p.add_argument("--index-dir", help="index directory or URI")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The MCP server; the SDK is imported only here (``--help`` stays light)."""
+    from codechunkd import mcp_server
+
+    os.environ.setdefault("LANCEDB_LOG", "error")  # stderr is the agent's log: no Rust WARN noise
+    return mcp_server.serve(common.settings(args), http=args.http, port=args.port)

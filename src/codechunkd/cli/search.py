@@ -1,0 +1,205 @@
+"""``codechunkd search``: one search request, asked of a running daemon or run here.
+
+Owns the command's parser, the request it builds (the same ``SearchRequest`` every door
+uses), the check of ``--lang``, asking the daemon over its socket, searching in this process
+when no daemon answers, and printing the hits.  The search itself is ``storage.reader``;
+this module must not import LanceDB or the model at its top (``main`` imports it for every
+command), and must not rank or filter hits itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import codechunkd.cli.common as common
+from codechunkd.config import Settings
+from codechunkd.storage.request import MAX_K, SearchRequest
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("search", help="search the index (hybrid: vectors + full text)")
+    p.add_argument("query", help="natural-language or code query, or a symbol name")
+    p.add_argument("-k", type=int, default=10, help=f"number of results, 1 to {MAX_K} (default 10)")
+    p.add_argument("--mode", choices=["hybrid", "vector", "text"], default="hybrid", help="ranking")
+    p.add_argument("--repo", help="only this repository (its root path)")
+    p.add_argument("--branch", help="only rows indexed on this branch")
+    p.add_argument("--commit", help="only rows indexed at this commit")
+    p.add_argument("--path", help="only paths matching this glob")
+    p.add_argument(
+        "--lang", help="only this language (python, typescript, markdown, …; checked, not guessed)"
+    )
+    p.add_argument("--kind", help="only this kind (function, method, class, …)")
+    p.add_argument("--context", action="store_true", help="add enclosing class/module signatures")
+    p.add_argument("--stale", action="store_true", help="flag hits whose file changed on disk")
+    common.options(p)
+
+
+def _search_request(args: argparse.Namespace) -> SearchRequest:
+    """The command line's search as the one request every door uses (``--lang`` is ``language``).
+
+    Built with ``from_json``, as the daemon parses it: an empty flag means "not given"
+    on either path.  A bad ``-k`` keeps the flag's name in its error.
+    """
+    from codechunkd.errors import ConfigError
+
+    try:
+        return SearchRequest.from_json(
+            {
+                "query": args.query,
+                "k": args.k,
+                "mode": args.mode,
+                "repo": str(Path(args.repo).resolve()) if args.repo else None,
+                "branch": args.branch,
+                "commit": args.commit,
+                "path": args.path,
+                "language": args.lang,
+                "kind": args.kind,
+                "context": args.context,
+                "stale": args.stale,
+            }
+        )
+    except ConfigError as exc:
+        if exc.key == "k":
+            raise ConfigError(f"-{exc}", key="k") from None
+        raise
+
+
+def _check_language(language: str | None, settings: Settings) -> None:
+    """A ``--lang`` no file can have is an error naming the known ones (not "no results")."""
+    if language is None:
+        return
+    import difflib
+
+    from codechunkd.chunking.languages import known_languages
+    from codechunkd.errors import ConfigError
+
+    known = known_languages(settings.chunking.extensions)
+    if language in known:
+        return
+    close = difflib.get_close_matches(language, sorted(known), n=3)
+    guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(
+        f"unknown language {language!r} for --lang{guess} (known: {', '.join(sorted(known))})",
+        key="language",
+    )
+
+
+def _search_via_daemon(args: argparse.Namespace, req: SearchRequest) -> dict[str, Any] | None:
+    """The answer of a running daemon (warm model): ``hits``, and ``partial`` while a first
+    index runs; None when no daemon answers (or it answers an error: search here instead)."""
+    from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
+    from codechunkd.storage.layout import IndexPaths
+
+    paths = IndexPaths.of(common.settings(args))
+    try:
+        answer = request(
+            paths.socket,
+            {"cmd": "search", **req.to_json()},
+            timeout=60.0,
+            running=lambda: daemon_pid(paths),
+        )
+    except DaemonUnavailable:
+        return None
+    if not isinstance(answer, dict) or "hits" not in answer:
+        return None
+    return answer
+
+
+def _partial_note(partial: dict[str, Any]) -> str:
+    """``partial: 412/1,765 files indexed so far (a first index is running)``."""
+    done, total = partial.get("files_done", 0), partial.get("files_total", 0)
+    counted = f"{done:,}/{total:,} files" if total else "the first files"
+    return f"partial: {counted} indexed so far (a first index is running; results may be missing)"
+
+
+def _coverage_notes(answer: dict[str, Any] | None) -> list[str]:
+    """``note: ...`` (a search answered without its query vector, and why) and the coverage
+    while it is incomplete (``coverage: text 2,303/2,303 chunks · vectors 412/2,303``)."""
+    if not answer:
+        return []
+    lines = [f"note: {answer['note']}"] if answer.get("note") else []
+    cov = answer.get("coverage") or {}
+    if cov and cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
+        lines.append(f"coverage: {cov.get('text')}")
+    return lines
+
+
+def _search_here(
+    settings: Settings, req: SearchRequest
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Search the index in this process: Lance alone, no LanceDB (``open_index``); the
+    query model loads on a thread meanwhile (onnxruntime releases the GIL for much of it).
+    No child process for the vector: it would import numpy and the model's runtime a
+    second time, for a small gain in wall time now that opening the index is quick.
+    With the hits comes the coverage while it is incomplete (as a daemon's answer has it)."""
+    import threading
+
+    from codechunkd.storage.reader import open_index, query_embedder
+
+    warm: threading.Thread | None = None
+    embedder = None
+    if req.mode != "text":
+        embedder = query_embedder(settings)
+        warm = threading.Thread(target=embedder.embed, args=([req.query],), daemon=True)
+        warm.start()
+    index = open_index(settings=settings, embedder=embedder)
+    if warm is not None:
+        warm.join()
+    hits = [h.as_dict() for h in index.run(req)]
+    cov = index.coverage(repo=req.repo)
+    return hits, (None if cov.complete else {"coverage": {**cov.as_dict(), "text": cov.text()}})
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    req = _search_request(args)
+    _check_language(req.language, common.settings(args))
+    answer = _search_via_daemon(args, req)
+    hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
+    partial = answer.get("partial") if answer else None
+    if hits is None:  # no daemon: search here (loads the query model in this process)
+        hits, answer = _search_here(common.settings(args), req)
+    out = sys.stderr if args.json else sys.stdout  # stdout keeps its shape under --json
+    if partial:
+        out.write(_partial_note(partial) + "\n")
+    for line in _coverage_notes(answer):
+        out.write(line + "\n")
+    if args.json:
+        common.print_json(hits)
+        return 0
+    _print_hits(hits, req.query)
+    return 0
+
+
+def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
+    """One line per hit, then its snippet indented: every path, symbol and line of text
+    through ``display.printable``, so a file name or a chunk holding a newline or an
+    escape sequence can neither forge a hit line nor drive the terminal."""
+    from codechunkd.chunking.snippet import dedent
+    from codechunkd.display import printable
+
+    if not hits:
+        print("no results")
+        return
+    tty = sys.stdout.isatty()
+    words = {w.lower() for w in query.replace(".", " ").split() if len(w) > 2}
+
+    def mark(line: str) -> str:
+        if not tty or not words:
+            return line
+        return " ".join(
+            f"\033[1m{t}\033[0m" if t.lower().strip("(),:") in words else t for t in line.split(" ")
+        )
+
+    for h in hits:
+        flag = "  [stale]" if h.get("stale") else ""
+        where = f"{printable(h['path'])}:{h['start_line']}-{h['end_line']}"
+        print(f"{where}  {printable(h['symbol'] or '-')}  {h['score']:.4f}{flag}")
+        for ctx in h.get("context") or ():
+            print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")
+        snippet = [line for line in dedent(h["content"]).splitlines() if line.strip()][:4]
+        for line in snippet:
+            print(f"    {mark(printable(line[:120], keep_tab=True))}")
