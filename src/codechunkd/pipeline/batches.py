@@ -5,7 +5,7 @@ It owns the slicing (``FIRST_BATCH_FILES`` then doubling up to ``index.batch_fil
 ``_slices``), the deletes carried with the batches, the ``batch_committed`` log line and
 the upkeep and memory release after each commit (``BatchWriter.write``).  It writes rows
 only: the state and its pending mark, the crash points around the whole, the choice of
-text first and the fill after it are ``Syncer.sync``'s (``pipeline/sync.py``); the Ray
+text first and the fill after it are ``Syncer``'s (``pipeline/sync.py``); the Ray
 engine replaces this module's part (``pipeline/distributed.py``).
 """
 
