@@ -23,7 +23,8 @@ from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import ChunkingError
 from codechunkd.git.changes import GitSource
-from codechunkd.pipeline.sync import SyncProgress, SyncReport
+from codechunkd.pipeline.report import SyncReport
+from codechunkd.pipeline.sync import SyncProgress
 from codechunkd.pipeline.verify import verify
 from codechunkd.pipeline.workers import chunk_workers
 

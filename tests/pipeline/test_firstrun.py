@@ -14,7 +14,8 @@ from tests.conftest import Indexer, Repo
 from codechunkd.cli import main
 from codechunkd.config import Settings, load_settings
 from codechunkd.git.changes import GitSource
-from codechunkd.pipeline.sync import SyncProgress, fingerprint, order_rank, up_to_date
+from codechunkd.pipeline.plan import fingerprint, up_to_date
+from codechunkd.pipeline.sync import SyncProgress, order_rank
 
 
 def _module(i: int, functions: int = 4) -> str:

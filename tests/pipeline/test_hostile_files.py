@@ -290,7 +290,7 @@ def test_refused_paths_follow_the_include_and_exclude_globs() -> None:
     """A refused file is counted only when the settings would index it; a directory that
     cannot be listed is counted unless an exclude glob names it (include globs name files)."""
     from codechunkd.git.changes import FileVersion, Matcher
-    from codechunkd.pipeline.sync import standing_skip
+    from codechunkd.pipeline.plan import standing_skip
 
     matcher = Matcher(include=["*.py"], exclude=["build/*"])
     fifo = FileVersion(path="pipe.py", blob=None, refused="not_a_file")

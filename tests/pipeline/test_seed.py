@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import GIT_ENV, Indexer, Repo, S3Server
 
 from codechunkd.config import Settings, load_settings
-from codechunkd.pipeline.sync import SyncReport
+from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage import schema as S
 from codechunkd.storage.reader import Index
 from codechunkd.storage.search import Mode

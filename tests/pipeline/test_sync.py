@@ -355,7 +355,7 @@ def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
 def test_a_big_change_starts_with_small_batches_that_double() -> None:
     """The first batch is small (searchable sooner), then sizes double up to the setting."""
     from codechunkd.git.changes import Entry, FileVersion
-    from codechunkd.pipeline.sync import _slices
+    from codechunkd.pipeline.batches import _slices
 
     files = [
         FileVersion(path=f"f{i}.py", blob=f"{i:040x}", entry=Entry.FILE, dirty=False)

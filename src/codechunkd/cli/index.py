@@ -105,7 +105,8 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
     """The no-op fast path: state.json already reflects the source (no LanceDB import)."""
     from codechunkd.embedding.embedder import make_embedder
     from codechunkd.git.changes import Matcher
-    from codechunkd.pipeline.sync import SyncReport, fingerprint, fresh_changes, standing_skips
+    from codechunkd.pipeline.plan import fingerprint, fresh_changes, standing_skips
+    from codechunkd.pipeline.report import SyncReport
     from codechunkd.storage.store import read_state_file
 
     doc = read_state_file(paths.state_file) or {}

@@ -56,7 +56,8 @@ from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
 from codechunkd.pipeline.progress import Progress, _Meter
-from codechunkd.pipeline.sync import Syncer, SyncReport
+from codechunkd.pipeline.report import SyncReport
+from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore
@@ -279,33 +280,11 @@ class RaySyncer(Syncer):
         meter.report(0)
         # before any task runs: the data files of a killed build are nobody's write now
         self.remove_interrupted_writes()  # also a retried task's first attempt, state or not
-        done = 0
-        for i in range(0, len(deletes), size):  # deletes need no worker
-            dels = deletes[i : i + size]
-            self._write(git, changes, [], dels)
-            done += len(dels)
-            meter.report(done)
+        done = self._delete(git, changes, deletes, meter)
         if not todo:
             return
         resources = placement(ray.cluster_resources(), self.settings)
-        source = git.source
-        path = source.repo if source.kind is SourceKind.WORKTREE else source.git_dir
-        paths = IndexPaths.of(self.settings)
-        here = ray.get_runtime_context().get_node_id()
-        job = ray.put(
-            _Job(
-                settings=self.settings,
-                path=path,
-                ref=source.ref,
-                source=source,
-                head=changes.head,
-                uri=self.store.uri,
-                storage_options=paths.storage_options,
-                model_id=self.embedder.model_id,
-                driver_node=here,
-                cache=str(self.cache.path),
-            )
-        )
+        job = self._job(ray, git, changes)
         task = ray.remote(max_retries=MAX_RETRIES, **resources)(index_slice)
         window = max(2, IN_FLIGHT_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
         batches = iter([todo[i : i + size] for i in range(0, len(todo), size)])
@@ -345,6 +324,40 @@ class RaySyncer(Syncer):
                 waiting = []
                 self.upkeep()
             meter.report(done)
+
+    def _delete(
+        self, git: GitSource, changes: ChangeSet, deletes: Sequence[str], meter: _Meter
+    ) -> int:
+        """The deletes, written by the driver in batches (they need no worker): how many."""
+        size = self.settings.index.batch_files
+        done = 0
+        for i in range(0, len(deletes), size):
+            dels = deletes[i : i + size]
+            self._write(git, changes, [], dels)
+            done += len(dels)
+            meter.report(done)
+        return done
+
+    def _job(self, ray: Any, git: GitSource, changes: ChangeSet) -> Any:
+        """What every task of this build needs, put once into Ray's object store."""
+        source = git.source
+        path = source.repo if source.kind is SourceKind.WORKTREE else source.git_dir
+        paths = IndexPaths.of(self.settings)
+        here = ray.get_runtime_context().get_node_id()
+        return ray.put(
+            _Job(
+                settings=self.settings,
+                path=path,
+                ref=source.ref,
+                source=source,
+                head=changes.head,
+                uri=self.store.uri,
+                storage_options=paths.storage_options,
+                model_id=self.embedder.model_id,
+                driver_node=here,
+                cache=str(self.cache.path),
+            )
+        )
 
     @staticmethod
     def _result(ray: Any, ref: Any) -> _Done:

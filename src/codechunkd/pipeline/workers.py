@@ -1,7 +1,7 @@
 """Chunking on worker processes, for an embedder fast enough to wait for it.
 
 tree-sitter holds Python's lock while it parses, so the one thread that reads and chunks
-the next batch (``Syncer._prepared``) tops out at ~1-3 MB of source a second: enough for
+the next batch (``BatchReader.prepared``) tops out at ~1-3 MB of source a second: enough for
 a CPU embedder (~10-170 texts/s), far too little for a GPU or a remote server (~10k
 texts/s, ~6 MB/s).  With ``index.chunk_workers`` > 1 that thread still reads the blobs
 (pygit2 stays in the indexing process) and hands the bytes to ``spawn`` worker processes,
@@ -68,7 +68,7 @@ class ChunkPool:
     """``workers`` processes that decode and chunk files read by this one, in input order.
 
     Started at the first batch of a change of several batches (a ``spawn`` start costs
-    ~1 s, small beside such a change) and ended with it (``Syncer._prepared``), so a daemon
+    ~1 s, small beside such a change) and ended with it (``BatchReader.prepared``), so a daemon
     holds no idle workers; replaced after a worker died.
     """
 
