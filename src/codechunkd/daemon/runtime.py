@@ -62,12 +62,14 @@ class SourceRuntime:
 
 
 class Daemon(Protocol):
-    """The service's shared state (``Service.__init__`` documents each value).
+    """The service's shared state (``Service.__init__`` sets each value).
 
-    Threads: the writer writes the sources' runtimes, ``settings``/``syncer`` (a reload),
-    ``progress_at``, ``batches`` and ``ready``; the main thread ``reload_requested`` and
-    ``next_settings``; the scheduler ``summary_run`` (the writer takes it); the control
-    thread only reads, but for ``index_size`` (its own cache of the index's size).
+    Threads: the writer writes the sources (added and removed by a reload, and their
+    runtimes), ``settings`` and ``syncer`` (a reload), ``progress_at``, ``batches`` and
+    ``ready``; the main thread ``next_settings`` and a runtime's ``retry_at`` (a retry
+    due); the main thread and the control socket's ``reload`` ``reload_requested``; the
+    scheduler ``summary_run`` (the writer takes it); status and searches only read, but
+    for ``index_size`` (status's cache of the index's size).
     """
 
     settings: Settings
