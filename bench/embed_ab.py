@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.daemon import service as new_service
+from codechunkd.daemon import embedder_lock as new_service
 from codechunkd.embedding import embed_onnx as new_onnx
 from embedding import stdlib_functions  # bench/embedding.py, next to this file
 

@@ -361,7 +361,7 @@ def remote_bench(args: argparse.Namespace) -> float:
 
     locked: Any = None
     try:  # the daemon imports lancedb, pygit2, watchdog: a bare GPU machine lacks them
-        from codechunkd.daemon.service import LockedEmbedder
+        from codechunkd.daemon.embedder_lock import LockedEmbedder
 
         locked = LockedEmbedder
     except ImportError as exc:

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import wait_for
 
 from codechunkd.config.settings import EmbeddingSettings
-from codechunkd.daemon.service import LockedEmbedder
+from codechunkd.daemon.embedder_lock import LockedEmbedder
 from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
 TEXTS = [f"def handler_{i}(request):\n    return respond(request, code={i})\n" for i in range(40)]

@@ -14,7 +14,8 @@ from tests.conftest import Repo, run_service, wait_for
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.daemon.control import SourceSpec, request, write_sources
-from codechunkd.daemon.service import LockedEmbedder, Service, capture_signals
+from codechunkd.daemon.embedder_lock import LockedEmbedder
+from codechunkd.daemon.service import Service, capture_signals
 from codechunkd.storage.lock import WriterLock
 
 

@@ -93,7 +93,7 @@ def test_a_query_gives_up_its_turn_while_the_model_is_held(server: StallingServe
     holds it): a query's turn gives up (``ModelBusy``) instead of waiting, the writer's
     slice is not disturbed, and once the model is free a query gets its vector."""
     from codechunkd.daemon.answer import ModelBusy
-    from codechunkd.daemon.service import LockedEmbedder
+    from codechunkd.daemon.embedder_lock import LockedEmbedder
     from codechunkd.embedding.embedder import make_embedder
 
     locked = LockedEmbedder(make_embedder(load_settings().embedding))
