@@ -58,8 +58,10 @@ from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Sour
 from codechunkd.pipeline.progress import Progress, _Meter
 from codechunkd.pipeline.sync import Syncer, SyncReport
 from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.fragments import FragmentBatch
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore
+from codechunkd.storage.rows import IndexedFile
+from codechunkd.storage.store import IndexStore
 
 log = structlog.get_logger("codechunkd.distributed")
 

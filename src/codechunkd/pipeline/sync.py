@@ -54,8 +54,9 @@ from codechunkd.pipeline.workers import ChunkPool, chunk_workers
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.coverage import coverage
 from codechunkd.storage.crashpoints import crashpoint
+from codechunkd.storage.rows import EmbeddedChunk, FileRecord, IndexedFile
 from codechunkd.storage.seed import Seed, SeedUnusable
-from codechunkd.storage.store import EmbeddedChunk, FileRecord, IndexedFile, IndexStore, SourceState
+from codechunkd.storage.store import IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
 

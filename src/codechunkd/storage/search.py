@@ -34,7 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd.storage import ranking
-from codechunkd.storage.store import code_words, quote
+from codechunkd.storage.fulltext import code_words
+from codechunkd.storage.rows import quote
 
 if TYPE_CHECKING:
     from codechunkd.storage.lance_reader import ChunkReader
