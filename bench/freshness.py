@@ -218,7 +218,8 @@ def main() -> None:
     git(repo, "clean", "-qfd")
 
     sys.path.insert(0, str(ROOT / "src"))
-    from codechunkd.storage.store import IndexStore, quote
+    from codechunkd.storage.rows import quote
+    from codechunkd.storage.store import IndexStore
 
     reader = IndexStore(str(index))  # another process than the daemon, strong consistency
     d = Daemon(repo, index, env)

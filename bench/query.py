@@ -30,9 +30,10 @@ import pyarrow.compute as pc
 
 from codechunkd.config import load_settings
 from codechunkd.embedding.embedder import make_embedder
+from codechunkd.storage.fulltext import identifier_words
 from codechunkd.storage.schema import CHUNKS
 from codechunkd.storage.search import Mode, Searcher
-from codechunkd.storage.store import IndexStore, identifier_words
+from codechunkd.storage.store import IndexStore
 
 OUT = Path(__file__).parent / "out"
 

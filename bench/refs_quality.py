@@ -39,7 +39,7 @@ def build_graph(root: Path, package: str) -> Any:
     from codechunkd.chunking.chunker import chunk
     from codechunkd.storage.references import reference_rows
     from codechunkd.storage.refgraph import COLUMNS, RefGraph
-    from codechunkd.storage.store import row_id
+    from codechunkd.storage.rows import row_id
 
     files = []
     for path in sorted((root / package).rglob("*.py")):

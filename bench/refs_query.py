@@ -41,7 +41,8 @@ DIM = 384
 def build(index: Path, lib: Path) -> int:
     """Chunk every stdlib module into ``index``; returns the chunk rows."""
     from codechunkd.chunking.chunker import chunk
-    from codechunkd.storage.store import EmbeddedChunk, IndexedFile, IndexStore
+    from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
+    from codechunkd.storage.store import IndexStore
 
     store = IndexStore(str(index))
     store.ensure_writable("bench-random", DIM)

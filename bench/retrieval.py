@@ -55,8 +55,8 @@ from codechunkd.chunking.languages import get_language, get_parser
 from codechunkd.config.settings import ChunkingSettings, EmbeddingSettings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.llm.summaries import extractive_summary
+from codechunkd.storage.fulltext import fts_text
 from codechunkd.storage.search import kind_weight
-from codechunkd.storage.store import fts_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chunking import astchunk_chunker, line_chunker, llama_chunker

@@ -320,10 +320,10 @@ def main(argv: list[str] | None = None) -> None:
 
         search_mod.hit_weight = lambda row, prose_weight: search_mod.kind_weight(row["kind"])
     if args.plain_words:
+        import codechunkd.storage.fulltext as fulltext_mod
         import codechunkd.storage.search as search_mod
-        import codechunkd.storage.store as store_mod
 
-        store_mod.code_words = vars(search_mod)["code_words"] = lambda text: ""
+        fulltext_mod.code_words = vars(search_mod)["code_words"] = lambda text: ""
     if args.prose_weight is not None:
         import codechunkd.storage.search as search_mod
 

@@ -28,9 +28,9 @@ from codechunkd.daemon.control import ControlServer, DaemonUnavailable, request
 from codechunkd.embedding.embed_remote import RemoteEmbedder
 from codechunkd.errors import ConfigError, EmbeddingError, EndpointUnavailable, StoreError
 from codechunkd.llm.client import ChatClient
+from codechunkd.storage.globs import path_filter
 from codechunkd.storage.layout import private_umask
 from codechunkd.storage.lock import WriterLock
-from codechunkd.storage.search import path_filter
 from tests.chat_server import MODEL, Action, ChatServer, error
 from tests.conftest import Repo
 

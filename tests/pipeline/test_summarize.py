@@ -26,8 +26,8 @@ from codechunkd.pipeline.summarize import (
 )
 from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import SummaryCache
+from codechunkd.storage.fulltext import code_words, fts_text, fts_text_with_summary
 from codechunkd.storage.search import Mode, Searcher
-from codechunkd.storage.store import code_words, fts_text, fts_text_with_summary
 
 SOURCE = llm_source(MODEL)
 

@@ -233,7 +233,7 @@ def test_new_files_are_appended_but_orphan_rows_are_replaced(repo: Repo, indexer
 
     from codechunkd.git.changes import GitSource
     from codechunkd.storage import schema as S
-    from codechunkd.storage.store import quote
+    from codechunkd.storage.rows import quote
 
     repo.write("a.py", PY)
     repo.write("b.py", "def b(x):\n    return x\n")

@@ -86,7 +86,7 @@ def test_each_save_is_text_indexed_at_once_without_piling_up_deltas(
 def test_code_words_split_run_together_identifiers_and_keep_them_whole() -> None:
     """``code_words`` adds what the tokenizer misses: the words of a camelCase name and the
     whole of a snake_case one; plain words and single-word names add nothing."""
-    from codechunkd.storage.store import code_words
+    from codechunkd.storage.fulltext import code_words
 
     assert code_words("addBusinessDays(d)").split() == ["add", "business", "days"]
     assert code_words("parse_header_links(x)").split() == ["parseheaderlinks"]
@@ -134,7 +134,7 @@ def _old_full_text(ix: Indexer) -> None:
     import pyarrow as pa
     from lancedb.index import FTS
 
-    from codechunkd.storage.store import code_words
+    from codechunkd.storage.fulltext import code_words
 
     old = ix.store.scan_chunks(None, ["id", "fts_text", "content"]).to_pylist()
     texts = [r["fts_text"].removesuffix("\n" + code_words(r["content"])) for r in old]

@@ -169,7 +169,7 @@ def test_a_glob_is_parsed_in_linear_time() -> None:
     """200,000 unclosed ``[`` (a scan for ``]`` at each made the parse quadratic: 20,000
     took 162 s) parse at once; the deadline is a hang detector, a thousand times the need."""
     code = (
-        "from codechunkd.storage.search import path_filter\n"
+        "from codechunkd.storage.globs import path_filter\n"
         "f = path_filter('[' * 200_000 + '[a]')\n"
         'assert f.endswith("[a]$\')"), f[-40:]\n'
     )

@@ -344,6 +344,11 @@ def _module_summary(root: Node) -> str:
     return _summary(_clean_string((first.text or b"").decode("utf-8", "replace")))
 
 
+_Row = tuple[Piece, str, int, int, int, int, str, str, str, str, str]
+"""A kept piece's facts, in ``_finish``'s steps: the piece, id, start and end line, start
+and end byte, content, content hash, signature, docstring, embed text."""
+
+
 def _finish(
     path: str,
     src: bytes,
@@ -354,8 +359,18 @@ def _finish(
     module_note: str = "",
 ) -> list[Chunk]:
     """Trim the pieces, give them text, lines, ids and context headers, count their tokens."""
+    rows, module_id = _describe(path, src, rules, pieces, module_note)
+    counts = _count(rows, count_tokens)
+    return _chunks(path, language, rows, counts, module_id)
+
+
+def _describe(
+    path: str, src: bytes, rules: Rules, pieces: list[Piece], module_note: str
+) -> tuple[list[_Row], str | None]:
+    """The pieces that hold more than whitespace, trimmed, each with its id (set on the
+    piece too), lines, text, signature, docstring and embed text; and the module's id."""
     seen: dict[tuple[str, str], int] = {}
-    rows: list[tuple[Piece, str, int, int, int, int, str, str, str, str, str]] = []
+    rows: list[_Row] = []
     module_id: str | None = None
     # a cursor: line_no is the line of byte line_pos (pieces come, almost always, in file
     # order, so each newline is counted once)
@@ -404,12 +419,23 @@ def _finish(
             notes[id(p)] = _summary(docstring)
         embed = f"{_header(p, note)} {file_words}\n{text}"
         rows.append((p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed))
+    return rows, module_id
+
+
+def _count(rows: list[_Row], count_tokens: CountTokens | None) -> list[int]:
+    """The tokens of each row's embed text."""
     counter = count_tokens
     if counter is None:
         from codechunkd.chunking.tokens import counter_for
 
         counter = counter_for()
-    counts = counter([r[10] for r in rows]) if rows else []
+    return counter([r[10] for r in rows]) if rows else []
+
+
+def _chunks(
+    path: str, language: str, rows: list[_Row], counts: Sequence[int], module_id: str | None
+) -> list[Chunk]:
+    """The rows as chunks: a piece with no parent of its own hangs under the module."""
     out: list[Chunk] = []
     for row, n in zip(rows, counts, strict=True):
         p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed = row

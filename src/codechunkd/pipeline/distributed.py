@@ -59,8 +59,10 @@ from codechunkd.pipeline.progress import Progress, _Meter
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
+from codechunkd.storage.fragments import FragmentBatch
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import FragmentBatch, IndexedFile, IndexStore
+from codechunkd.storage.rows import IndexedFile
+from codechunkd.storage.store import IndexStore
 
 log = structlog.get_logger("codechunkd.distributed")
 

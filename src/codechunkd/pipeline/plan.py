@@ -32,7 +32,8 @@ from codechunkd.git.changes import (
 )
 from codechunkd.pipeline.order import Rank, ordered, ranker
 from codechunkd.pipeline.report import SyncReport
-from codechunkd.storage.store import FileRecord, IndexStore, SourceState
+from codechunkd.storage.rows import FileRecord
+from codechunkd.storage.store import IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
 

@@ -58,8 +58,10 @@ from codechunkd.llm.summaries import (
     llm_source,
 )
 from codechunkd.storage.cache import SummaryCache
+from codechunkd.storage.fulltext import fts_text_with_summary
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.store import IndexStore, fts_text_with_summary, quote
+from codechunkd.storage.rows import quote
+from codechunkd.storage.store import IndexStore
 
 __all__ = [
     "Budget",

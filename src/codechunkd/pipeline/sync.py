@@ -46,7 +46,8 @@ from codechunkd.pipeline.workers import ChunkPool, chunk_workers
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.coverage import coverage
 from codechunkd.storage.crashpoints import crashpoint
-from codechunkd.storage.store import IndexedFile, IndexStore, SourceState
+from codechunkd.storage.rows import IndexedFile
+from codechunkd.storage.store import IndexStore, SourceState
 
 log = structlog.get_logger("codechunkd.sync")
 

@@ -29,8 +29,8 @@ from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summ
 from codechunkd.pipeline.reading import Chunked
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
+from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
 from codechunkd.storage.seed import Seed, SeedUnusable
-from codechunkd.storage.store import EmbeddedChunk, IndexedFile
 
 log = structlog.get_logger("codechunkd.sync")
 

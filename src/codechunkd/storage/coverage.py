@@ -21,7 +21,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from codechunkd.errors import CodechunkdError
-from codechunkd.storage.store import IndexStore, in_list, quote
+from codechunkd.storage.rows import in_list, quote
+from codechunkd.storage.store import IndexStore
 
 VECTORLESS = "embedding_model IS NULL"
 """The filter of rows whose vector is not there yet (cheaper than ``vector IS NULL``:

@@ -31,8 +31,9 @@ from codechunkd.errors import IndexDamaged, ModelMismatch, SchemaMismatch, Store
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.objectstore import failure_reason, is_local
+from codechunkd.storage.rows import in_list
 from codechunkd.storage.statefile import SourceState
-from codechunkd.storage.store import IndexStore, in_list
+from codechunkd.storage.store import IndexStore
 
 os.environ.setdefault("LANCE_LOG", "error")  # Lance's Rust WARN lines, outside structlog
 

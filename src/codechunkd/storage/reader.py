@@ -24,8 +24,9 @@ from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.refgraph import Definition, Use
 from codechunkd.storage.refquery import Caller, ReferenceQueries
 from codechunkd.storage.request import SearchRequest
+from codechunkd.storage.rows import quote
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
-from codechunkd.storage.store import SourceState, quote
+from codechunkd.storage.store import SourceState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -50,8 +50,8 @@ def reference_rows(
     now: datetime,
     row_id: Any,
 ) -> pa.Table:
-    """The ``references`` rows of ``files`` (store.py's ``IndexedFile``s: this module is
-    below it), ``row_id(source, chunk id)`` naming each chunk's row."""
+    """The ``references`` rows of ``files`` (``IndexedFile``s of storage/rows.py, which
+    the writer passes in), ``row_id(source, chunk id)`` naming each chunk's row."""
     cols: dict[str, list[Any]] = {f.name: [] for f in S.REFERENCES_SCHEMA}
     sid = source.id
 

@@ -34,7 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd.storage import ranking
-from codechunkd.storage.store import code_words, quote
+from codechunkd.storage.fulltext import code_words
+from codechunkd.storage.globs import glob_to_like, path_filter
+from codechunkd.storage.rows import quote
 
 if TYPE_CHECKING:
     from codechunkd.storage.lance_reader import ChunkReader
@@ -284,82 +286,6 @@ class Filters:
         return " AND ".join(parts) or None
 
 
-def path_filter(glob: str) -> str:
-    """The SQL filter of a ``--path`` glob: ``*``, ``?`` and ``[…]``/``[!…]`` as in fnmatch.
-
-    ``*`` also matches ``/``.  A glob without a character class is a ``LIKE`` (which a
-    scalar index can serve); one with a class is a regular expression (``LIKE`` has none).
-    An unclosed ``[`` is a literal ``[``, as in fnmatch.
-    """
-    regex = _glob_regex(glob)
-    if regex is None:
-        return f"path LIKE {quote(glob_to_like(glob))} ESCAPE '\\'"
-    return f"regexp_like(path, {quote(regex)})"
-
-
-_REGEX_META = frozenset("\\.+*?()|[]{}^$")
-_CLASS_META = frozenset("\\[]&~^")  # ``&&`` and ``~~`` are set operations in Rust regex
-
-
-def _next_close(glob: str) -> list[int]:
-    """For each position, the index of the first ``]`` at or after it (``len(glob)``: none).
-
-    Looked up rather than scanned for at each ``[``: a scan made 20,000 unclosed ``[``
-    quadratic (162 s); the lookup keeps the parse linear in the glob's length.
-    """
-    closes = [len(glob)] * (len(glob) + 1)
-    for pos in range(len(glob) - 1, -1, -1):
-        closes[pos] = pos if glob[pos] == "]" else closes[pos + 1]
-    return closes
-
-
-def _glob_regex(glob: str) -> str | None:
-    """The anchored regex of a glob that has a character class; None when it has none.
-
-    Linear in the glob's length (each character is read once, each class's end looked up).
-    """
-    out: list[str] = []
-    has_class = False
-    i, n = 0, len(glob)
-    closes = _next_close(glob)
-    while i < n:
-        ch = glob[i]
-        i += 1
-        if ch == "*":
-            out.append(".*")
-        elif ch == "?":
-            out.append(".")
-        elif ch == "[":
-            j = i + 1 if i < n and glob[i] in "!^" else i
-            j = j + 1 if j < n and glob[j] == "]" else j  # a leading ``]`` is literal
-            j = closes[j] if j < n else n
-            if j >= n:  # unclosed: a literal ``[``
-                out.append("\\[")
-                continue
-            body, i = glob[i:j], j + 1
-            negate = body[:1] in {"!", "^"}
-            body = "".join("\\" + c if c in _CLASS_META else c for c in body[negate:])
-            out.append(f"[{'^' if negate else ''}{body}]")
-            has_class = True
-        else:
-            out.append("\\" + ch if ch in _REGEX_META else ch)
-    return f"(?s)^{''.join(out)}$" if has_class else None
-
-
-def glob_to_like(glob: str) -> str:
-    out = []
-    for ch in glob:
-        if ch in "%_\\":
-            out.append("\\" + ch)
-        elif ch == "*":
-            out.append("%")
-        elif ch == "?":
-            out.append("_")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hit:
     """One search result."""
@@ -423,6 +349,31 @@ _HOLE = "\0"
 """The id of a place held in ``vectorless_stand_in`` (no row has it: it is dropped)."""
 
 
+def _fuse(
+    ranked: Sequence[tuple[list[dict[str, Any]], float]],
+) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Reciprocal rank fusion: each row's weighted RRF sum over ``ranked`` (a place held in
+    ``vectorless_stand_in`` is skipped), and the first row seen of each id."""
+    scores: dict[str, float] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for retrieved, weight in ranked:
+        for rank, row in enumerate(retrieved):
+            if row["id"] == _HOLE:
+                continue
+            scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
+            rows.setdefault(row["id"], row)
+    return scores, rows
+
+
+def _weigh(
+    scores: dict[str, float], rows: dict[str, dict[str, Any]], prose: float, *, glue: bool
+) -> None:
+    """Scale each fused score by :func:`hit_weight` (``glue``: the glue rule is on; prose
+    is scaled by ``prose`` either way)."""
+    for rid, row in rows.items():
+        scores[rid] *= hit_weight(row, prose) if glue or row["language"] in PROSE_LANGUAGES else 1.0
+
+
 class Searcher:
     """Queries over one index; ``embed_query`` turns a query into a vector."""
 
@@ -462,7 +413,32 @@ class Searcher:
         where = named
         if not headers:  # synthetic class headers rank leaf chunks down (measured -0.02..0.04 R@5)
             where = "synthetic = false" + (f" AND {named}" if named else "")
-        n = max(4 * k, CANDIDATES)
+        ranked = self._retrieve(text, vector, max(4 * k, CANDIDATES), where, mode)
+        scores, rows = _fuse(ranked)
+        code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
+        prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0
+        _weigh(scores, rows, prose, glue="glue" in rules)
+        self._boost(scores, rows, text, named, rules)
+        missing = [rid for rid in scores if rid not in rows]
+        for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
+            rows[row["id"]] = row
+        candidates = {rid: rows[rid] for rid in scores if rid in rows}
+        final = ranking.adjust(candidates, scores, text, rules)
+        hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
+        if merge:
+            hits = merge_adjacent(hits)
+        return hits[:k]
+
+    def _retrieve(
+        self,
+        text: str,
+        vector: npt.NDArray[np.float32] | None,
+        n: int,
+        where: str | None,
+        mode: Mode,
+    ) -> list[tuple[list[dict[str, Any]], float]]:
+        """The rankings to fuse, each with its weight: the vector one, the full-text one and,
+        in hybrid mode, the full text's stand-in for chunks without a vector yet."""
         ranked: list[tuple[list[dict[str, Any]], float]] = []  # (ranking, its weight)
         text_rows: list[list[dict[str, Any]]] = []
         failed: list[BaseException] = []
@@ -491,21 +467,18 @@ class Searcher:
                 hybrid
             ):  # a chunk without its vector yet stands in the vector ranking by its text rank
                 ranked.extend((vectorless_stand_in(found), 1.0) for found in text_rows)
-        code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
-        scores: dict[str, float] = {}
-        rows: dict[str, dict[str, Any]] = {}
-        for retrieved, weight in ranked:
-            for rank, row in enumerate(retrieved):
-                if row["id"] == _HOLE:
-                    continue
-                scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
-                rows.setdefault(row["id"], row)
-        prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0
-        glue = "glue" in rules
-        for rid, row in rows.items():
-            scores[rid] *= (
-                hit_weight(row, prose) if glue or row["language"] in PROSE_LANGUAGES else 1.0
-            )
+        return ranked
+
+    def _boost(
+        self,
+        scores: dict[str, float],
+        rows: dict[str, dict[str, Any]],
+        text: str,
+        named: str | None,
+        rules: frozenset[str],
+    ) -> None:
+        """Add the symbol boosts to ``scores``: a chunk whose symbol the query names, and the
+        definitions of the code names a sentence mentions (even ones neither ranking found)."""
         boosts = self._symbol_boosts(text, named) if "symbol" in rules else {}
         if "symbol_in_query" in rules:
             for rid, boost in self._named_in_sentence(text, named).items():
@@ -513,15 +486,6 @@ class Searcher:
         for rid, boost in boosts.items():  # a named class: its header
             if rid in rows or boost >= SYMBOL_IN_SENTENCE_BOOST:  # a definition neither found
                 scores[rid] = scores.get(rid, 0.0) + boost
-        missing = [rid for rid in scores if rid not in rows]
-        for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
-            rows[row["id"]] = row
-        candidates = {rid: rows[rid] for rid in scores if rid in rows}
-        final = ranking.adjust(candidates, scores, text, rules)
-        hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
-        if merge:
-            hits = merge_adjacent(hits)
-        return hits[:k]
 
     def _symbol_boosts(self, text: str, where: str | None) -> dict[str, float]:
         """Chunks whose symbol the query names: exactly (strong) or by prefix (a nudge)."""

@@ -37,7 +37,7 @@ from codechunkd.errors import StoreError
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.objectstore import ObjectStore, failure_reason, is_local
-from codechunkd.storage.store import in_list, quote
+from codechunkd.storage.rows import in_list, quote
 
 LOOKUP_HASHES = 500
 """Hashes per lookup query: a filter of ~35 kB, well inside what LanceDB parses quickly."""
