@@ -129,3 +129,40 @@ def test_the_layers_are_the_packages_on_disk() -> None:
     """A new package gets a rank here, so the first test cannot miss it."""
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages == set(RANK)
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+TOO_BIG: dict[str, str] = {}
+"""Modules or functions (``path`` or ``path:qualified.name``) allowed over the limits, each
+with the reason beside it.  None today."""
+
+
+def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, int]]:
+    """(qualified name, lines) of every function and method, nested ones included."""
+    out = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                out.append((name, (node.end_lineno or node.lineno) - node.lineno + 1))
+            out += _functions(node, f"{name}.")
+        else:
+            out += _functions(node, prefix)
+    return out
+
+
+def test_no_module_over_600_lines_and_no_function_over_80() -> None:
+    """One concern per module: a module over 600 lines or a function over 80 holds more than
+    a newcomer can keep in mind at once (#34)."""
+    over = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = str(path.relative_to(SRC))
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES and rel not in TOO_BIG:
+            over.append(f"{rel}: {lines} lines")
+        for name, n in _functions(ast.parse(text)):
+            if n > MAX_FUNCTION_LINES and f"{rel}:{name}" not in TOO_BIG:
+                over.append(f"{rel}:{name}: {n} lines")
+    assert not over, over

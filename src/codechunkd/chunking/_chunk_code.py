@@ -19,27 +19,19 @@ Python's recursion limit.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 from tree_sitter import Node
 
+from codechunkd.chunking.cuts import NOT_COUNTED, line_cuts, nws_size, truncate
 from codechunkd.chunking.rules import DefSpec, Rules, body_of, name_of
+from codechunkd.chunking.signatures import signature_bytes
 
-__all__ = ["Anchor", "CodeSplitter", "Piece", "line_cuts", "nws_size"]
+__all__ = ["Anchor", "CodeSplitter", "Piece"]
 
-_WS: Final = b" \t\r\n\f\v"
-# Non-whitespace *characters*: drop ASCII whitespace and UTF-8 continuation bytes.
-_NOT_COUNTED: Final = _WS + bytes(range(0x80, 0xC0))
 _MAX_SCOPE: Final = 8  # enclosing names kept in a qualified symbol (deep data nests)
-_WORD: Final = re.compile(rb"[^ \t\r\n\f\v]+")
-
-
-def nws_size(data: bytes) -> int:
-    """Non-whitespace characters of UTF-8 ``data`` (the unit of the content budget)."""
-    return len(data.translate(None, _NOT_COUNTED))
 
 
 Scope = tuple[tuple[str, str, str], ...]
@@ -107,43 +99,6 @@ class _Seg:
     size: int = 0
 
 
-def line_cuts(src: bytes, a: int, b: int, budget: int) -> list[int]:
-    """Cut points inside ``[a, b)``: at line breaks, and at whitespace inside over-long lines."""
-    cuts: list[int] = []
-    size = 0
-    pos = a
-    while pos < b:
-        nl = src.find(b"\n", pos, b)
-        line_end = b if nl < 0 else nl + 1
-        s = nws_size(src[pos:line_end])
-        if s > budget:
-            if size and pos > a:
-                cuts.append(pos)
-            _word_cuts(src, pos, line_end, budget, cuts)
-            if line_end < b:
-                cuts.append(line_end)
-            size = 0
-        elif size + s > budget:
-            if pos > a:
-                cuts.append(pos)
-            size = s
-        else:
-            size += s
-        pos = line_end
-    return cuts
-
-
-def _word_cuts(src: bytes, a: int, b: int, budget: int, cuts: list[int]) -> None:
-    """Greedy cuts at whitespace inside one line; a word longer than the budget stays whole."""
-    size = 0
-    for m in _WORD.finditer(src, a, b):
-        w = nws_size(m.group())
-        if size and size + w > budget:
-            cuts.append(m.start())
-            size = 0
-        size += w
-
-
 class CodeSplitter:
     """Splits one parsed file into :class:`Piece` objects (see the module docstring)."""
 
@@ -200,12 +155,12 @@ class CodeSplitter:
                 self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
     def _size(self, a: int, b: int) -> int:
-        return len(self.src[a:b].translate(None, _NOT_COUNTED))
+        return len(self.src[a:b].translate(None, NOT_COUNTED))
 
     def _gap_size(self, a: int, b: int) -> int:
         """:meth:`_size` of the text between units, usually blank (and cheaper to test)."""
         gap = self.src[a:b]
-        return 0 if not gap or gap.isspace() else len(gap.translate(None, _NOT_COUNTED))
+        return 0 if not gap or gap.isspace() else len(gap.translate(None, NOT_COUNTED))
 
     # -- units -------------------------------------------------------------------------
 
@@ -232,7 +187,7 @@ class CodeSplitter:
                 if is_plain:  # the common case: code that is no definition
                     s0, e0 = c.start_byte, c.end_byte
                     append(
-                        _Unit(s0, e0, c, None, None, len(src[s0:e0].translate(None, _NOT_COUNTED)))
+                        _Unit(s0, e0, c, None, None, len(src[s0:e0].translate(None, NOT_COUNTED)))
                     )
                     prev_end = e0
                     continue
@@ -572,12 +527,12 @@ class CodeSplitter:
             sig_start = x.node.start_byte
             parts.append(src[pos:sig_start])
             body = body_of(x.defn)
-            parts.append(_signature_bytes(src, x.defn, body, sig_start, self.rules, elide=True))
+            parts.append(signature_bytes(src, x.defn, body, sig_start, self.rules, elide=True))
             pos = x.end
         parts.append(src[pos : u.end])
         text = b"".join(parts)
         if nws_size(text) > self.budget:
-            text = _truncate(text, self.budget)
+            text = truncate(text, self.budget)
         return text.decode("utf-8", "replace")
 
 
@@ -595,59 +550,3 @@ def _has_member_definitions(units: list[_Unit]) -> bool:
         if x.spec is not None and x.spec.kind:
             return True
     return False
-
-
-def _signature_bytes(
-    src: bytes, defn: Node, body: Node | None, start: int, rules: Rules, *, elide: bool
-) -> bytes:
-    if body is None or body.start_byte <= start:
-        end = defn.end_byte
-        nl = src.find(b"\n", start, end)
-        if elide and nl >= 0:
-            return src[start:nl].rstrip() + b" ..."
-        return src[start:end].rstrip()
-    head = src[start : body.start_byte]
-    extras = rules.extras_starts
-    if extras and head.isascii() and len(head.translate(None, extras)) == len(head):
-        # no comment (nor line continuation) lies before the body: the tree need not be read
-        sig = head.rstrip()
-    else:
-        end = body.start_byte
-        prev = body.prev_sibling
-        while prev is not None and prev.type.endswith("comment") and prev.start_byte > start:
-            end = prev.start_byte
-            prev = prev.prev_sibling
-        if prev is not None and prev.start_byte >= start:
-            end = prev.end_byte
-        sig = src[start : max(end, start)].rstrip()
-    if not elide:
-        return sig
-    if src[body.start_byte : body.start_byte + 1] == b"{":
-        return sig + b" { ... }"
-    return sig + b" ..."
-
-
-def signature_text(src: bytes, defn: Node, body: Node | None, rules: Rules) -> str:
-    """The declaration line(s) of a definition, without its body (multi-line parameters kept).
-
-    ``body`` is ``body_of(defn)``.
-    """
-    raw = _signature_bytes(src, defn, body, defn.start_byte, rules, elide=False)
-    text = raw.decode("utf-8", "replace").rstrip()
-    if body is None:
-        first = text.split("\n", 1)[0]
-        return first.rstrip().rstrip("{;").rstrip()
-    return text.rstrip("{:;").rstrip()
-
-
-def _truncate(text: bytes, budget: int) -> bytes:
-    out: list[bytes] = []
-    size = 0
-    for line in text.splitlines(keepends=True):
-        s = nws_size(line)
-        if size + s > budget - 3:
-            out.append(b"    ...\n")
-            break
-        out.append(line)
-        size += s
-    return b"".join(out)

@@ -7,7 +7,8 @@ from typing import Final
 
 from tree_sitter import Node
 
-from codechunkd.chunking._chunk_code import CodeSplitter, Piece, line_cuts, nws_size
+from codechunkd.chunking._chunk_code import CodeSplitter, Piece
+from codechunkd.chunking.cuts import line_cuts, nws_size
 from codechunkd.chunking.rules import Rules
 
 __all__ = ["split_rst", "split_text"]

@@ -56,11 +56,12 @@ from typing import Final
 from tree_sitter import Node, Parser, Tree
 
 from codechunkd.chunking import _guard
-from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece, signature_text
+from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.references import Ref, extract
 from codechunkd.chunking.rules import Rules, body_of, rules_for
+from codechunkd.chunking.signatures import signature_text
 from codechunkd.config.settings import ChunkingSettings
 from codechunkd.errors import ChunkingError
 from codechunkd.types import ContentHash
