@@ -123,7 +123,7 @@ def test_python_signatures_and_docstrings_with_comments_around() -> None:
 def test_python_signature_shortcut_equals_the_tree_walk(name: str) -> None:
     """The byte-scanning signature shortcut gives the same text as the full tree walk on
     every definition of a large stdlib module."""
-    from codechunkd.chunking._chunk_code import signature_text
+    from codechunkd.chunking.signatures import signature_text
 
     source = (_STDLIB / name).read_bytes()
     tree = get_parser("python").parse(source)
