@@ -22,7 +22,7 @@
 Errors of the libraries underneath (pygit2, LanceDB, tree-sitter) are translated
 at the boundary, once, with ``raise ... from exc``: callers never catch
 ``pygit2.GitError``.  Each error carries the facts as fields so that ``status``
-and the CLI can print them; the CLI maps classes to exit codes (see ``cli.py``).
+and the CLI can print them; the CLI maps classes to exit codes (see ``cli/__init__.py``).
 """
 
 from __future__ import annotations
