@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from codechunkd.config.settings import Settings
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
-from tests.conftest import Repo, run_service, wait_for
+from tests.conftest import Repo, run_service, scaled, wait_for
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.daemon.control import SourceSpec, request, write_sources
@@ -101,7 +101,7 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
     with capture_logs() as logs:
         driver.start()
         code = service.run()
-        driver.join(timeout=30)
+        driver.join(timeout=scaled(30))
     assert not errors, errors
     assert code == 0
     events = [e["event"] for e in logs]
@@ -187,7 +187,7 @@ def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
         driver = threading.Thread(target=drive)
         driver.start()
         code = service.run()
-        driver.join(timeout=30)
+        driver.join(timeout=scaled(30))
         assert chat.requests >= 1
     assert not errors, errors
     assert code == 0
@@ -238,7 +238,7 @@ def test_watch_limit_degrades_and_periodic_reconcile_keeps_it_fresh(
     driver = threading.Thread(target=drive)
     driver.start()
     code = service.run()
-    driver.join(timeout=30)
+    driver.join(timeout=scaled(30))
     assert not errors, errors
     assert code == 0
 
@@ -268,14 +268,17 @@ def test_socket_search_reads_the_one_search_request(
         sock = service.paths.socket
 
         def paths(doc: dict[str, Any]) -> list[str]:
-            return [h["path"] for h in request(sock, {"cmd": "search", **doc}, timeout=30)["hits"]]
+            return [
+                h["path"]
+                for h in request(sock, {"cmd": "search", **doc}, timeout=scaled(30))["hits"]
+            ]
 
         both = paths({"query": "haversine", "k": 10})
         assert set(both) == {"geo.py", "lib.rs"}
         assert paths({"query": "haversine", "lang": "python"}) == ["geo.py"]
         assert paths({"query": "haversine", "language": "python"}) == ["geo.py"]
         req = SearchRequest(query="great circle distance", k=3, repo=str(repo.path))
-        answer = request(sock, {"cmd": "search", **req.to_json()}, timeout=30)
+        answer = request(sock, {"cmd": "search", **req.to_json()}, timeout=scaled(30))
         direct = Index(service.reader, settings, embedder=embedder).run(req)
         assert [h["id"] for h in answer["hits"]] == [h.id for h in direct]
         assert answer["mode"] == "hybrid"
@@ -286,7 +289,7 @@ def test_socket_search_reads_the_one_search_request(
             ({"query": "x", "repo": "rel/path"}, "repo must be an absolute path"),
             ({"query": "x", "lang": "python", "language": "rust"}, "conflicting values"),
         ]:
-            assert says in request(sock, {"cmd": "search", **doc}, timeout=30)["error"]
+            assert says in request(sock, {"cmd": "search", **doc}, timeout=scaled(30))["error"]
     finally:
         server.stop()
 

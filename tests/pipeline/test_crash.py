@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.git.changes import GitSource
@@ -77,7 +77,7 @@ def _index(repo: Path, index: Path, extra: dict[str, str]) -> subprocess.Complet
         env={**os.environ, **ENV, **extra},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         check=False,
     )
 
@@ -216,7 +216,7 @@ def test_a_sync_killed_from_outside_after_the_second_batch_is_repaired(
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
         assert proc.stderr is not None
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL  # the kill landed before the sync ended

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import Indexer, Repo, unprivileged
+from tests.conftest import Indexer, Repo, scaled, unprivileged
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder
@@ -104,10 +104,10 @@ def test_fifo_appearing_during_a_multi_batch_sync_does_not_hang(
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    worker.join(timeout=120)
+    worker.join(timeout=scaled(120))
     if worker.is_alive():  # unblock the reader stuck in open() before failing
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        worker.join(timeout=30)
+        worker.join(timeout=scaled(30))
         ix.close()
         pytest.fail("the sync blocked on a FIFO")
     ix.close()

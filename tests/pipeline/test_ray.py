@@ -328,7 +328,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         [sys.executable, "-m", "codechunkd", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env={**os.environ, **(env or {})},
         check=False,
     )

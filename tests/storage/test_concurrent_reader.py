@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 VERSION_A = "".join(f"def alpha_{i}(x):\n    return x + {i}\n\n\n" for i in range(12))
 VERSION_B = "".join(f"def beta_{i}(y):\n    return y * {i}\n\n\n" for i in range(5))
@@ -64,7 +64,7 @@ def test_reader_never_sees_a_file_half_replaced(repo: Repo, indexer: Indexer) ->
         repo.write("mod.py", VERSION_B if flips % 2 == 0 else VERSION_A)
         indexer.sync(repo.path, paths=["mod.py"])
         flips += 1
-    out, _ = reader.communicate(timeout=120)
+    out, _ = reader.communicate(timeout=scaled(120))
     result = json.loads(out)
     assert result["errors"] == []
     assert result["seen"] == 2, result  # the reader did observe both versions
