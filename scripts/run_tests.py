@@ -120,6 +120,8 @@ def main(argv: list[str]) -> int:
                 "-p",
                 "pytest_ledger",
                 *parallel,
+                # the slowest tests, for whoever keeps the suite within its minutes
+                *([] if any(a.startswith("--durations") for a in argv) else ["--durations=15"]),
                 *argv,
             ],
             env=env,
