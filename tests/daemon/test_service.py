@@ -76,20 +76,25 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
             wait_for(
                 lambda: any(
                     "second_gecko" in h["content"]
-                    for h in request(sock, {"cmd": "search", "query": "serve forever", "k": 20})[
-                        "hits"
-                    ]
+                    for h in request(
+                        sock,
+                        {"cmd": "search", "query": "serve forever", "k": 20},
+                        timeout=scaled(30),
+                    )["hits"]
                 ),
                 "the edit searchable",
             )
             write_sources(service.paths.meta / "sources.json", [SourceSpec.parse(str(other.path))])
             os.kill(os.getpid(), signal.SIGHUP)
             wait_for(
-                lambda: len(request(sock, {"cmd": "status"})["sources"]) == 2,
+                lambda: len(request(sock, {"cmd": "status"}, timeout=scaled(30))["sources"]) == 2,
                 "the second source",
             )
             wait_for(
-                lambda: all(s["fresh"] for s in request(sock, {"cmd": "status"})["sources"]),
+                lambda: all(
+                    s["fresh"]
+                    for s in request(sock, {"cmd": "status"}, timeout=scaled(30))["sources"]
+                ),
                 "both fresh",
             )
         except BaseException as exc:  # reported by the main thread
@@ -131,7 +136,9 @@ def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index
     )
 
     def paths() -> set[str]:
-        hits = request(service.paths.socket, {"cmd": "search", "query": "quokka", "k": 20})
+        hits = request(
+            service.paths.socket, {"cmd": "search", "query": "quokka", "k": 20}, timeout=scaled(30)
+        )
         return {h["path"] for h in hits["hits"]}
 
     def drive() -> None:
@@ -142,7 +149,9 @@ def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index
         wait_for(lambda: "secret/keys.py" not in paths(), "the excluded file gone")
         assert "app.py" in {
             h["path"]
-            for h in request(service.paths.socket, {"cmd": "search", "query": "serve"})["hits"]
+            for h in request(
+                service.paths.socket, {"cmd": "search", "query": "serve"}, timeout=scaled(30)
+            )["hits"]
         }
 
     assert run_service(service, drive) == 0
@@ -174,7 +183,7 @@ def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
                 sock = wait_for(lambda: service.ready.is_set() and service.paths.socket, "ready")
 
                 def summaries() -> Any:
-                    doc = request(sock, {"cmd": "status"})["daemon"]
+                    doc = request(sock, {"cmd": "status"}, timeout=scaled(30))["daemon"]
                     run = (doc["summaries"] or {}).get("last_run") or {}
                     return run.get("written") and doc["summary_backlog"] == 0
 
@@ -216,7 +225,7 @@ def test_watch_limit_degrades_and_periodic_reconcile_keeps_it_fresh(
     def drive() -> None:
         try:
             sock = wait_for(lambda: service.ready.is_set() and service.paths.socket, "ready")
-            doc = request(sock, {"cmd": "status"})
+            doc = request(sock, {"cmd": "status"}, timeout=scaled(30))
             assert doc["daemon"]["state"] == "degraded"
             assert exit_code(doc) == EXIT_DEGRADED
             assert "fs.inotify.max_user_watches" in doc["sources"][0]["watcher"]["degraded"]
@@ -224,9 +233,11 @@ def test_watch_limit_degrades_and_periodic_reconcile_keeps_it_fresh(
             wait_for(
                 lambda: any(
                     "two_lynx" in h["content"]
-                    for h in request(sock, {"cmd": "search", "query": "second version", "k": 30})[
-                        "hits"
-                    ]
+                    for h in request(
+                        sock,
+                        {"cmd": "search", "query": "second version", "k": 30},
+                        timeout=scaled(30),
+                    )["hits"]
                 ),
                 "the edit indexed by the periodic reconcile",
             )

@@ -249,7 +249,9 @@ def test_ray_build_equals_local_and_daemon_continues(
         wait_for(
             lambda: any(
                 "added_here_wombat" in h["content"]
-                for h in request(sock, {"cmd": "search", "query": "wombat", "k": 5})["hits"]
+                for h in request(
+                    sock, {"cmd": "search", "query": "wombat", "k": 5}, timeout=scaled(30)
+                )["hits"]
             ),
             "the edit searchable",
         )

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.conftest import Indexer, Repo, S3Server, run_service, wait_for
+from tests.conftest import Indexer, Repo, S3Server, run_service, scaled, wait_for
 
 from codechunkd.config import Settings
 from codechunkd.daemon.status import EXIT_STOPPED
@@ -207,7 +207,9 @@ def test_a_daemon_on_s3_holds_the_lease_and_a_second_writer_is_refused(
         wait_for(
             lambda: any(
                 "second_gecko" in h["content"]
-                for h in request(sock, {"cmd": "search", "query": "serve", "k": 5})["hits"]
+                for h in request(
+                    sock, {"cmd": "search", "query": "serve", "k": 5}, timeout=scaled(30)
+                )["hits"]
             ),
             "the edit searchable",
         )
