@@ -10,18 +10,15 @@ start repairs what the abandoned batch left pending.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import signal
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tests.conftest import Repo, run_service, scaled, wait_for
 from tests.daemon.test_service_e2e import Daemon, cli, main_source
+from tests.stalling_server import DIM, StallingServer, serving
 
 from codechunkd.config import load_settings
 from codechunkd.daemon.control import SourceSpec
@@ -29,80 +26,22 @@ from codechunkd.daemon.service import Service
 
 pytestmark = pytest.mark.slow
 
-DIM = 8
-
-
-class StallingServer(ThreadingHTTPServer):
-    """``POST /v1/embeddings`` answered with hash vectors until ``stall`` is set; from then
-    on each request is held (counted in ``held``) until ``release`` is set."""
-
-    daemon_threads = False  # server_close() joins every handler
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.stall = threading.Event()
-        self.release = threading.Event()
-        self.held = 0
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A daemon that left while its request was held is the point of the test."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: StallingServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.server.stall.is_set():
-            with self.server.lock:
-                self.server.held += 1
-            self.server.release.wait()
-        texts = body["input"]
-        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
-        answer = json.dumps({"model": body["model"], "data": data}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-
-def _vector(text: str) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [(digest[i] - 127.5) / 128 for i in range(DIM)]
-
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[StallingServer]:
     """The server, and the daemon's settings pointing at it (in the environment)."""
-    srv = StallingServer()
-    thread = threading.Thread(target=srv.serve_forever, name="stalling-server")
-    thread.start()
-    env = {
-        "BACKEND": "remote",
-        "REMOTE_URL": srv.url,
-        "REMOTE_MODEL": "stall-test",
-        "REMOTE_DIMENSION": str(DIM),
-        "TIMEOUT": "3600",  # a held request would wait that long: only the shutdown ends it
-        "RETRIES": "0",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(f"CODECHUNKD_EMBEDDING_{key}", value)
-    try:
+    with serving() as srv:
+        env = {
+            "BACKEND": "remote",
+            "REMOTE_URL": srv.url,
+            "REMOTE_MODEL": "stall-test",
+            "REMOTE_DIMENSION": str(DIM),
+            "TIMEOUT": "3600",  # a held request would wait that long: only the shutdown ends it
+            "RETRIES": "0",
+        }
+        for key, value in env.items():
+            monkeypatch.setenv(f"CODECHUNKD_EMBEDDING_{key}", value)
         yield srv
-    finally:
-        srv.release.set()
-        srv.shutdown()
-        srv.server_close()
-        thread.join()
 
 
 def _hold_a_batch(repo: Repo, d: Daemon, server: StallingServer) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import Repo, run_service, wait_for
-from tests.pipeline.test_text_first import LAST_WORD, StallingServer, _env, _repository
+from tests.pipeline.test_text_first import LAST_WORD, _env, _repository
+from tests.stalling_server import StallingServer, serving
 
 from codechunkd.config import load_settings
 from codechunkd.daemon.control import SourceSpec
@@ -30,18 +31,10 @@ from codechunkd.storage.store import IndexStore
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[StallingServer]:
-    srv = StallingServer()
-    thread = threading.Thread(target=srv.serve_forever, name="embedding-server")
-    thread.start()
-    for key, value in _env(srv.url).items():
-        monkeypatch.setenv(key, value)
-    try:
+    with serving() as srv:
+        for key, value in _env(srv.url).items():
+            monkeypatch.setenv(key, value)
         yield srv
-    finally:
-        srv.release.set()
-        srv.shutdown()
-        srv.server_close()
-        thread.join()
 
 
 def _search(service: Service, query: str) -> dict:  # type: ignore[type-arg]

@@ -9,7 +9,6 @@ the fill waits for its first slice, not after some delay.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,13 +16,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from tests.conftest import Repo, scaled, wait_for
+from tests.stalling_server import DIM, StallingServer, serving, vector
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import make_embedder
@@ -40,60 +39,6 @@ from codechunkd.storage.store import IndexStore
 
 LAST_WORD = "quokkafrobnicate"
 """A word only the file the order puts last holds."""
-
-DIM = 8
-
-
-class StallingServer(ThreadingHTTPServer):
-    """``POST /v1/embeddings`` answered with hash vectors, each text it is sent recorded in
-    ``inputs``; while ``stall`` is set each request is held (counted in ``held``) until
-    ``release`` is set."""
-
-    daemon_threads = False
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.stall = threading.Event()
-        self.release = threading.Event()
-        self.held = 0
-        self.inputs: list[str] = []
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client killed while its request was held is the point of some tests."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: StallingServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.server.stall.is_set():
-            with self.server.lock:
-                self.server.held += 1
-            self.server.release.wait()
-        texts = body["input"]
-        with self.server.lock:
-            self.server.inputs.extend(texts)
-        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
-        answer = json.dumps({"model": body["model"], "data": data}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-
-def _vector(text: str) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [(digest[i] - 127.5) / 128 for i in range(DIM)]
 
 
 def _module(i: int) -> str:
@@ -133,16 +78,8 @@ def _env(url: str) -> dict[str, str]:
 
 @pytest.fixture
 def server() -> Iterator[StallingServer]:
-    srv = StallingServer()
-    thread = threading.Thread(target=srv.serve_forever, name="embedding-server")
-    thread.start()
-    try:
+    with serving() as srv:
         yield srv
-    finally:
-        srv.release.set()
-        srv.shutdown()
-        srv.server_close()
-        thread.join()
 
 
 class _Writer:
@@ -204,7 +141,7 @@ def test_every_file_answers_by_text_before_the_first_vector_is_computed(
         searcher = Searcher(reader)
         text = searcher.search(LAST_WORD, None, mode=Mode.TEXT)
         assert _paths(text)[:1] == ["vendor/lib/last.py"], _paths(text)
-        hybrid = searcher.search(LAST_WORD, np.asarray(_vector(LAST_WORD), np.float32))
+        hybrid = searcher.search(LAST_WORD, np.asarray(vector(LAST_WORD), np.float32))
         assert _paths(hybrid)[:1] == ["vendor/lib/last.py"], _paths(hybrid)
         report = verify(writer.settings, reader, git)
         assert not report.ok and report.vectorless == chunks, report.as_dict()
@@ -376,5 +313,5 @@ def test_a_chunk_without_its_vector_keeps_its_text_rank_in_hybrid_search(
     cov = coverage(writer.store)
     assert 0 < cov.vectors < cov.chunks, cov
     query = "vendored helper step"  # every module matches "step": ranked by text too
-    hits = Searcher(writer.store).search(query, np.asarray(_vector(query), np.float32))
+    hits = Searcher(writer.store).search(query, np.asarray(vector(query), np.float32))
     assert _paths(hits)[:1] == ["vendor/lib/last.py"], _paths(hits)
