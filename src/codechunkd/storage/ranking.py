@@ -31,6 +31,7 @@ from typing import Any
 RULES = (
     "glue",
     "prose",
+    "file_vector",
     "symbol",
     "symbol_in_query",
     "test_prior",
@@ -38,8 +39,9 @@ RULES = (
     "file_saturation",
 )
 """The rules by name: ``glue``, ``prose``, ``symbol`` and ``symbol_in_query`` are the
-fusion's rules in ``storage/search.py``; the others are this module's."""
-OPT_IN = frozenset({"test_prior", "symbol_in_query", "path_prior"})
+fusion's rules in ``storage/search.py``, ``file_vector`` its ranking of whole files
+(``storage/file_vectors.py``); the others are this module's."""
+OPT_IN = frozenset({"test_prior", "symbol_in_query", "path_prior", "file_vector"})
 """Rules a search runs only when asked (``enable``): each gained on the tune split but has
 not yet shown a gain on held-out sets in more than one language (bench/questions.py: the
 held-out corpora have no tests, and ``symbol_in_query`` moved held-out NDCG@10 by +0.003,

@@ -25,7 +25,8 @@ from codechunkd.storage.refgraph import Definition, Use
 from codechunkd.storage.refquery import Caller, ReferenceQueries
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.rows import quote
-from codechunkd.storage.search import Filters, Hit, Mode, Searcher, mark_stale
+from codechunkd.storage.search import Filters, Hit, Mode, Searcher
+from codechunkd.storage.stale import mark_stale
 from codechunkd.storage.store import SourceState
 
 

@@ -22,7 +22,6 @@ describes it", and Measured).
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd.storage import ranking
+from codechunkd.storage.file_vectors import FileVectors, file_terms
 from codechunkd.storage.fulltext import code_words
 from codechunkd.storage.globs import glob_to_like, path_filter
 from codechunkd.storage.rows import quote
@@ -379,6 +379,7 @@ class Searcher:
 
     def __init__(self, store: ChunkReader) -> None:
         self.store = store
+        self.files = FileVectors(store)
 
     def _vector(
         self, vector: npt.NDArray[np.float32], n: int, where: str | None
@@ -423,6 +424,9 @@ class Searcher:
         for row in self.store.rows_by_id(missing, RESULT_COLUMNS):
             rows[row["id"]] = row
         candidates = {rid: rows[rid] for rid in scores if rid in rows}
+        if "file_vector" in rules and vector is not None and mode is not Mode.TEXT:
+            for rid, term in file_terms(candidates, scores, vector, self.files, RRF_K).items():
+                scores[rid] += term
         final = ranking.adjust(candidates, scores, text, rules)
         hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
         if merge:
@@ -579,22 +583,4 @@ def merge_adjacent(hits: Sequence[Hit]) -> list[Hit]:
     return out
 
 
-def mark_stale(hits: Sequence[Hit]) -> list[Hit]:
-    """Flag hits whose file on disk no longer has the indexed blob (working trees only)."""
-    import pygit2
-
-    out = []
-    for h in hits:
-        if not os.path.exists(os.path.join(h.repo, ".git")):  # a ref source: no working tree
-            out.append(h)
-            continue
-        full = os.path.join(h.repo, h.path)
-        try:
-            stale = str(pygit2.hashfile(full)) != h.blob
-        except (OSError, pygit2.GitError):
-            stale = not os.path.isdir(h.repo) or not os.path.lexists(full)
-        out.append(replace(h, stale=stale))
-    return out
-
-
-__all__ = ["Filters", "Hit", "Mode", "Searcher", "mark_stale", "merge_adjacent"]
+__all__ = ["Filters", "Hit", "Mode", "Searcher", "merge_adjacent"]
