@@ -145,8 +145,9 @@ def test_go_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "type", "Mutex", "sync") and _has(refs, "type", "CookieJar")
     assert _has(refs, "call", "Parse", "urlpkg") and _has(refs, "call", "do", "c")
     assert _has(refs, "call", "send", "") and _has(refs, "type", "Request")
-    client = [r.line for r in refs if r.name == "Client"]
+    client = [r.line for r in refs if r.name == "Client" and r.kind != "binds"]
     assert client == [14]  # the receiver's type; not the declaration on line 9
+    assert _has(refs, "binds", "Client", "c")  # the receiver: c.do() resolves through Client
 
 
 def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]

@@ -144,3 +144,40 @@ def test_the_table_is_documented_in_the_schema(tmp_path: Path) -> None:
     """docs/schema.md has a ``references`` section (the column check is test_schema_doc)."""
     doc = (Path(__file__).parents[2] / "docs" / "schema.md").read_text()
     assert "## `references`" in doc
+
+
+GO_WRITER = """package pkg
+
+type Writer struct{}
+
+func (w *Writer) Flush() error { return nil }
+
+func (w *Writer) Write(p []byte) { w.Flush() }
+"""
+GO_READER = """package pkg
+
+type Reader struct{}
+
+func (r *Reader) Flush() error { return nil }
+
+func use(x *Reader) { x.Flush() }
+
+func other(t thing) { t.Flush() }
+"""
+
+
+def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_can_mean(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Two types with a ``Flush``: a call on the method's receiver (``w.Flush()`` in
+    ``Writer.Write``) or on a typed parameter (``x *Reader``) is that type's, ``exact``; a
+    call on a variable of unknown type (``t.Flush()``) can mean either, so it is a caller of
+    neither ``Writer.Flush`` nor ``Reader.Flush``, only of ``Flush`` (``by-name``)."""
+    repo.write("pkg/w.go", GO_WRITER)
+    repo.write("pkg/r.go", GO_READER)
+    repo.commit("go")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert _callers(index, "Writer.Flush") == {("Writer.Write", "exact")}
+    assert _callers(index, "Reader.Flush") == {("use", "exact")}
+    assert ("other", "by-name") in _callers(index, "Flush")

@@ -70,8 +70,10 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "co
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 
-#: Bump when chunk boundaries or embed texts change: indexed rows are rebuilt.
-CHUNKER_VERSION = 4
+#: Bump when chunk boundaries, embed texts or the references a chunk records change:
+#: indexed rows are rebuilt.
+#: 5: Go and TypeScript variables get their class (``binds``: receivers, parameters, ``new``).
+CHUNKER_VERSION = 5
 
 
 def content_hash(text: str) -> ContentHash:

@@ -14,10 +14,12 @@ Kinds: ``call`` (calls, ``new``, decorators, macros), ``inherit`` (base classes,
 interfaces and traits), ``type`` (type annotations and type uses), ``value`` (a name used
 as a value: passed, assigned, returned, an attribute read), ``import`` (one per name an
 import binds: ``name`` is the local name, ``qualifier`` the name in the module, empty for a
-whole module or namespace, ``module`` the module path as written), ``binds`` (Python: a
-variable given a class by an annotation or a constructor call, ``ctx: Context``,
-``x = Foo()``: ``name`` is the class, ``qualifier`` the variable; so ``ctx.invoke()``
-resolves through ``Context``).
+whole module or namespace, ``module`` the module path as written), ``binds`` (a variable
+given a class: in Python by an annotation or a constructor call, ``ctx: Context``,
+``x = Foo()``; in TypeScript by an annotation or ``new``, ``s: Subscriber<T>``,
+``const s = new Subject()``; in Go a method's receiver, a typed parameter or ``var``, a
+composite literal, ``func (b *Writer)``, ``w := &Writer{}``: ``name`` is the class,
+``qualifier`` the variable; so ``ctx.invoke()`` and ``b.Flush()`` resolve through it).
 """
 
 from __future__ import annotations
@@ -121,8 +123,50 @@ _TYPESCRIPT: Final = [
     ("inherit", "(implements_clause (generic_type name: (type_identifier) @name))"),
     ("inherit", "(extends_type_clause type: (type_identifier) @name)"),
     ("type", "(type_identifier) @name"),
+    *(  # ``subscriber: Subscriber<T>``, ``const s = new Subject()``: the variable's class
+        ("binds", f"({node} {var}: (identifier) @var type: (type_annotation {typ}))")
+        for node, var in (
+            ("required_parameter", "pattern"),
+            ("optional_parameter", "pattern"),
+            ("variable_declarator", "name"),
+        )
+        for typ in ("(type_identifier) @name", "(generic_type name: (type_identifier) @name)")
+    ),
+    (
+        "binds",
+        "(variable_declarator name: (identifier) @var value: (new_expression "
+        "constructor: (identifier) @name))",
+    ),
 ]
+_GO_TYPES: Final = (
+    "(type_identifier) @name",
+    "(pointer_type (type_identifier) @name)",
+    "(generic_type type: (type_identifier) @name)",
+    "(pointer_type (generic_type type: (type_identifier) @name))",
+)
 _GO: Final = [
+    *(  # ``func (b *Writer) …``, ``w Writer`` parameters, ``var b Builder``: the variable's type
+        ("binds", f"({node} name: (identifier) @var type: {typ})")
+        for node in ("parameter_declaration", "var_spec")
+        for typ in _GO_TYPES
+    ),
+    (  # ``w := NewWriter(…)``, ``r := bufio.NewReader(…)``: Go's constructors are ``NewT``
+        "binds_new",
+        "(short_var_declaration left: (expression_list . (identifier) @var) right: "
+        "(expression_list . (call_expression function: [(identifier) @name "
+        "(selector_expression field: (field_identifier) @name)])))",
+    ),
+    *(  # ``w := &Writer{…}``, ``b := Builder{}``
+        (
+            "binds",
+            "(short_var_declaration left: (expression_list . (identifier) @var) "
+            f"right: (expression_list . {lit}))",
+        )
+        for lit in (
+            "(composite_literal type: (type_identifier) @name)",
+            "(unary_expression operand: (composite_literal type: (type_identifier) @name))",
+        )
+    ),
     ("call", "(call_expression function: (identifier) @name)"),
     (
         "call",
@@ -228,16 +272,20 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             for node in caps.get("import", ()):
                 imports += _IMPORTS[language](node)
             continue
-        if kind in {"binds", "binds_call"}:  # a variable's type (``ctx: Context``, ``x = Foo()``)
+        if kind in {"binds", "binds_call", "binds_new"}:  # a variable's type (``ctx: Context``)
             var, typ = caps.get("var"), caps.get("name")
             cls = _text(typ[0]) if typ else ""
+            if kind == "binds_new":
+                if not (cls.startswith("New") and cls[3:4].isupper()):
+                    continue  # ``x := f()``: a function's result
+                cls = cls[3:]
             if kind == "binds_call" and not cls[:1].isupper():
                 continue  # ``x = make()``: a function's result, not (by convention) a class
             if var and typ and len(cls) <= _MAX_NAME:
                 n = typ[0]
                 imports.append(
                     Ref(
-                        _text(n),
+                        cls if kind == "binds_new" else _text(n),
                         _text(var[0])[:_MAX_NAME],
                         "binds",
                         n.start_point[0] + 1,

@@ -360,10 +360,12 @@ class RefGraph:
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
         directory = posixpath.dirname(path)
-        return [
+        return [  # a bare name in a Go package: a function or type, not a method
             j
             for j in self.defs_by_name.get(name, ())
-            if self._src[j] == src and posixpath.dirname(self._path[j]) == directory
+            if self._src[j] == src
+            and posixpath.dirname(self._path[j]) == directory
+            and (self._lang[j] != "go" or not _MEMBER.search(self._qual[j]))
         ]
 
     def _module_files(self, src: str, path: str, module: str) -> set[str]:
@@ -424,11 +426,20 @@ class RefGraph:
             for i in self.uses_by_name.get(name, ()):
                 if kinds is not None and self._kind[i] not in kinds:
                     continue
+                if self._kind[i] == "binds" and kinds is None:
+                    continue  # the type or call that gave the variable its class says it
                 rows, how = self.resolve(i)
-                if how == BY_NAME:  # every definition of the name: no need to look
+                if how == BY_NAME:  # a guess: only when every meaning left is a target
+                    meant = self._by_form(i, rows)
                     d = by_name.get((self._src[i], self._name[i]))
-                    if d is not None:
-                        out.append(self._use(i, d, how))
+                    if (
+                        d is not None
+                        and meant
+                        and all((self._chunk[j], self._qual[j]) in wanted for j in meant)
+                    ):
+                        out.append(
+                            self._use(i, d if len(meant) > 1 else self.definition(meant[0]), how)
+                        )
                     continue
                 for j in rows:
                     if (self._chunk[j], self._qual[j]) in wanted:
@@ -436,6 +447,28 @@ class RefGraph:
                         break
         out.sort(key=lambda u: (_ORDER[u.how], u.path, u.line))
         return out
+
+    def _by_form(self, i: int, rows: list[int]) -> list[int]:
+        """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
+        class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else of
+        the class the use is written in, when either has one), ``m()`` a function (or, in
+        Java, a member too)."""
+        qual = self._qual[i] if self._kind[i] != "binds" else ""
+        if not qual:
+            if self._lang[i] in _BARE_MEMBERS:
+                return rows
+            return [j for j in rows if not _MEMBER.search(self._qual[j])]
+        members = [j for j in rows if _MEMBER.search(self._qual[j])]
+        if len(members) <= 1:
+            return members
+        owners = {j: _MEMBER.split(self._qual[j])[-2] for j in members}
+        receiver = _MEMBER.split(qual)[-1].strip("_()").lower()
+        named = [j for j in members if owners[j].lower() == receiver]
+        if named:
+            return named
+        here = _MEMBER.split(self._csym[i])
+        mine = [j for j in members if len(here) > 1 and owners[j] == here[-2]]
+        return mine or members
 
     def uses_in(self, defs: Iterable[Definition], kinds: set[str] | None = None) -> list[Use]:
         """What the definitions use (all the chunks of a split one), each name resolved
