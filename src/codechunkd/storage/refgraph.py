@@ -127,6 +127,10 @@ class RefGraph:
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
         self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         self._memo: dict[int, tuple[list[int], str]] = {}
+        self._form_cache: dict[
+            tuple[str, str],
+            tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]],
+        ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -418,6 +422,7 @@ class RefGraph:
         if not targets:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
+        all_asked: dict[int, bool] = {}  # id of a shared list of meanings -> all wanted
         by_name = {(d.source, _short(d.symbol)): d for d in targets}
         out = []
         names = {_short(d.symbol) for d in targets}
@@ -432,11 +437,12 @@ class RefGraph:
                 if how == BY_NAME:  # a guess: only when every meaning left is a target
                     meant = self._by_form(i, rows)
                     d = by_name.get((self._src[i], self._name[i]))
-                    if (
-                        d is not None
-                        and meant
-                        and all((self._chunk[j], self._qual[j]) in wanted for j in meant)
-                    ):
+                    asked = all_asked.get(id(meant))
+                    if asked is None:
+                        asked = all_asked[id(meant)] = bool(meant) and all(
+                            (self._chunk[j], self._qual[j]) in wanted for j in meant
+                        )
+                    if d is not None and asked:
                         out.append(
                             self._use(i, d if len(meant) > 1 else self.definition(meant[0]), how)
                         )
@@ -452,23 +458,37 @@ class RefGraph:
         """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
         class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else of
         the class the use is written in, when either has one), ``m()`` a function (or, in
-        Java, a member too)."""
+        Java, a member too). The lists are shared (``_forms``): callers never change them."""
         qual = self._qual[i] if self._kind[i] != "binds" else ""
+        members, functions, by_owner, by_lower = self._forms(self._src[i], self._name[i], rows)
         if not qual:
-            if self._lang[i] in _BARE_MEMBERS:
-                return rows
-            return [j for j in rows if not _MEMBER.search(self._qual[j])]
-        members = [j for j in rows if _MEMBER.search(self._qual[j])]
+            return rows if self._lang[i] in _BARE_MEMBERS else functions
         if len(members) <= 1:
             return members
-        owners = {j: _MEMBER.split(self._qual[j])[-2] for j in members}
-        receiver = _MEMBER.split(qual)[-1].strip("_()").lower()
-        named = [j for j in members if owners[j].lower() == receiver]
+        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
         if named:
             return named
         here = _MEMBER.split(self._csym[i])
-        mine = [j for j in members if len(here) > 1 and owners[j] == here[-2]]
+        mine = by_owner.get(here[-2]) if len(here) > 1 else None
         return mine or members
+
+    def _forms(
+        self, src: str, name: str, rows: list[int]
+    ) -> tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]:
+        """The definitions of ``name`` in ``src`` (``rows``) split once: members, functions,
+        members by their class's name and by its name lower-cased."""
+        got = self._form_cache.get((src, name))
+        if got is None:
+            members = [j for j in rows if _MEMBER.search(self._qual[j])]
+            functions = [j for j in rows if not _MEMBER.search(self._qual[j])]
+            by_owner: dict[str, list[int]] = {}
+            by_lower: dict[str, list[int]] = {}
+            for j in members:
+                owner = _MEMBER.split(self._qual[j])[-2]
+                by_owner.setdefault(owner, []).append(j)
+                by_lower.setdefault(owner.lower(), []).append(j)
+            got = self._form_cache[(src, name)] = (members, functions, by_owner, by_lower)
+        return got
 
     def uses_in(self, defs: Iterable[Definition], kinds: set[str] | None = None) -> list[Use]:
         """What the definitions use (all the chunks of a split one), each name resolved
