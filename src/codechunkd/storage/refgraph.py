@@ -456,9 +456,10 @@ class RefGraph:
 
     def _by_form(self, i: int, rows: list[int]) -> list[int]:
         """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
-        class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else of
-        the class the use is written in, when either has one), ``m()`` a function (or, in
-        Java, a member too). The lists are shared (``_forms``): callers never change them."""
+        class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else,
+        for a plain variable, of the class the use is written in, when either has one: a
+        Go receiver), ``m()`` a function (or, in Java, a member too). The lists are shared
+        (``_forms``): callers never change them."""
         qual = self._qual[i] if self._kind[i] != "binds" else ""
         members, functions, by_owner, by_lower = self._forms(self._src[i], self._name[i], rows)
         if not qual:
@@ -468,6 +469,8 @@ class RefGraph:
         named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
         if named:
             return named
+        if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
+            return members
         here = _MEMBER.split(self._csym[i])
         mine = by_owner.get(here[-2]) if len(here) > 1 else None
         return mine or members
