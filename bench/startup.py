@@ -8,7 +8,9 @@ alternating round by round (``--rounds``), medians of:
 - ``status`` with no daemon: CPU-seconds (user + system, children included) and wall;
 - ``search`` with no daemon: the same;
 - ``mcp`` over stdio (the MCP SDK's client): wall from spawning the server to the answer of
-  its first ``search``, and the server's CPU-seconds to that point;
+  its first ``search``, and the server's CPU-seconds to that point; then the same with the
+  search sent 2 s after the handshake, as an agent's first question comes (its wall is that
+  answer's alone);
 
 then, for this checkout only: ``codechunkd run`` from spawning to ``ready`` on the current
 index, a ``search`` answered by it (client CPU and wall), and the daemon's RSS after
@@ -45,6 +47,8 @@ from codechunkd.daemon.control import DaemonUnavailable, request  # noqa: E402
 EXE = str(Path(sys.executable).parent / "codechunkd")
 HERE = str(Path(__file__).resolve().parent.parent / "src")
 QUERY = "open a file and read its lines"
+MCP_DELAY = 2.0
+MCP_LATER = f"mcp first search {MCP_DELAY:.0f} s after the handshake (its answer's wall)"
 
 
 def children_cpu() -> float:
@@ -62,19 +66,25 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return used, wall
 
 
-def mcp_first_search(index: Path, env: dict[str, str], out: Path) -> tuple[float, float]:
-    """(server CPU-seconds, wall) from spawning ``codechunkd mcp`` to its first search answer."""
+def mcp_first_search(
+    index: Path, env: dict[str, str], out: Path, delay: float = 0.0
+) -> tuple[float, float]:
+    """(server CPU-seconds, wall) from spawning ``codechunkd mcp`` to its first search answer;
+    with ``delay``, the search is sent that long after the handshake (as an agent's first
+    question comes) and the wall is that answer's alone."""
     code = (
-        "import asyncio, os, sys\n"
+        "import asyncio, os, sys, time\n"
         "from mcp.client.session import ClientSession\n"
         "from mcp.client.stdio import StdioServerParameters, stdio_client\n"
         "async def main():\n"
         "    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))\n"
         "    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:\n"
         "        await s.initialize()\n"
+        f"        await asyncio.sleep({delay})\n"
+        "        t = time.monotonic()\n"
         f"        res = await s.call_tool('search', {{'query': {QUERY!r}, 'k': 10}})\n"
         "        assert not res.is_error, res.content\n"
-        "        print('answered', flush=True)\n"
+        "        print('answered', time.monotonic() - t, flush=True)\n"
         "        sys.stdin.readline()\n"
         "asyncio.run(main())\n"
     )
@@ -100,8 +110,10 @@ def mcp_first_search(index: Path, env: dict[str, str], out: Path) -> tuple[float
     assert client.stdin is not None and client.stdout is not None
     line = client.stdout.readline()
     wall = time.monotonic() - t0
-    if line.strip() != "answered":
+    if not line.startswith("answered "):
         sys.exit("mcp: no answer to the first search")
+    if delay:
+        wall = float(line.split()[1])
     cpu = process_cpu(int(pidfile.read_text()))
     client.stdin.close()  # the client leaves, the server's stdin closes, the server ends
     client.wait(timeout=120)
@@ -314,9 +326,12 @@ def main() -> None:
                 got = mcp_first_search(index, venv, tmp)
                 if rnd:
                     figures.setdefault(("mcp first search", label), []).append(got)
+                got = mcp_first_search(index, venv, tmp, delay=MCP_DELAY)
+                if rnd:
+                    figures.setdefault((MCP_LATER, label), []).append(got)
         if args.rounds:
             print(f"medians of {args.rounds} alternating rounds (CPU-s include children):")
-        for name in (*commands, "mcp first search") if args.rounds else ():
+        for name in (*commands, "mcp first search", MCP_LATER) if args.rounds else ():
             line = f"  {name:<17}"
             cpus = {}
             walls = {}

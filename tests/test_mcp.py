@@ -65,10 +65,12 @@ def _env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(index_dir: Path, log: Path) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    index_dir: Path, log: Path, *extra: str
+) -> AsyncIterator[ClientSession]:
     """`codechunkd mcp --index-dir DIR` spawned by the SDK's stdio client, initialised."""
     params = StdioServerParameters(
-        command=EXE, args=["mcp", "--index-dir", str(index_dir)], env=_env()
+        command=EXE, args=["mcp", "--index-dir", str(index_dir), *extra], env=_env()
     )
     with log.open("w") as err:
         async with (
@@ -260,16 +262,41 @@ def test_definition_and_references_give_ids_read_chunks_reads(
 
 
 def test_no_index_is_a_tool_error(tmp_path: Path) -> None:
-    """On a directory with no index, search is a clear tool error and status says so."""
+    """On a directory with no index, search is a clear tool error and status says so (the
+    warm-up found nothing to load, and said so in the log, not to the agent)."""
+    log = tmp_path / "mcp.log"
 
     async def go() -> None:
-        async with stdio_session(tmp_path / "empty", tmp_path / "mcp.log") as s:
+        async with stdio_session(tmp_path / "empty", log, "-v") as s:
             res = await call(s, "search", query="anything")
             assert res.is_error
             assert "no index at" in text(res) and "codechunkd run" in text(res)
             status = await call(s, "status")
             assert ok(status)["sources"] == []
             assert "nothing indexed yet" in text(status)
+        assert "mcp_warm_skipped" in log.read_text() and '"mcp_warm"' not in log.read_text()
+
+    anyio.run(go)
+
+
+def test_with_no_daemon_the_first_search_finds_the_index_and_model_loaded(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """With no daemon, the server opens the index, loads the query model and runs one search
+    of its own while the agent is still starting (``Backend.warm``): its log says so before
+    the agent's first search is sent, and that search answers as usual."""
+    log = tmp_path / "mcp.log"
+
+    def warmed() -> bool:
+        return '"mcp_warm"' in log.read_text()
+
+    async def go() -> None:
+        async with stdio_session(index_dir, log, "-v") as s:
+            await anyio.to_thread.run_sync(wait_for, warmed, "the server's warm-up", 30.0)
+            got = ok(await call(s, "search", query="distance between two points on a sphere"))
+            assert got["via"] == "index"
+            assert got["hits"][0]["path"] == "pkg/geo.py", got["hits"][0]
+        assert "mcp_warm_skipped" not in log.read_text()
 
     anyio.run(go)
 

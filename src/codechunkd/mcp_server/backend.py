@@ -1,8 +1,9 @@
 """Where the MCP tools' answers come from: the daemon when one answers, else the index on disk.
 
 Owns ``Backend``: a search goes to the running daemon (its warm model, over the control
-socket) and otherwise to the index, opened read-only here on first use; the choice is made
-per call, so a daemon stopped or started under the server is followed at once.  It must not
+socket) and otherwise to the index, opened read-only here on first use or ahead of it
+(``warm``); the choice is made per call, so a daemon stopped or started under the server is
+followed at once.  It must not
 render text for the agent (render.py), declare tools (tools.py), take the writer's lock or
 import LanceDB at the top (``index()`` imports the reader lazily).
 """
@@ -11,16 +12,20 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from mcp.server.mcpserver.exceptions import ToolError
 
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import SearchRequest
+
+log = structlog.get_logger("codechunkd.mcp")
 
 DAEMON_SEARCH_TIMEOUT = 60.0
 """The daemon's first search may load its model (seconds)."""
@@ -45,19 +50,41 @@ class Backend:
             return None
 
     def index(self) -> Any:
-        """The index on disk, opened read-only once (LanceDB is imported only here)."""
+        """The index on disk, opened read-only once (Lance is imported only here)."""
         with self._lock:
-            if self._index is None:
-                uri = self.paths.uri
-                if "://" not in uri and not (Path(uri) / "chunks.lance").is_dir():
-                    raise ToolError(
-                        f"no index at {uri}: run `codechunkd run PATH` (or "
-                        "`codechunkd index PATH`) first, or pass the right --index-dir"
-                    )
-                from codechunkd.storage.reader import open_index
+            return self._open()
 
-                self._index = open_index(settings=self.settings)
-            return self._index
+    def warm(self) -> None:
+        """Open the index and run one search ahead of the first, when no daemon is listening:
+        the query model, Lance's index files and the stale check's git library are then loaded
+        when an agent's first search comes.  What this costs is paid by the first search
+        anyway; a daemon that is there answers searches with its own model, so nothing is
+        loaded here.  Never raises: a missing index or a model that cannot load is left for
+        the tool call to report."""
+        if self.paths.socket.exists():
+            return
+        t0 = time.monotonic()
+        try:
+            with self._lock:
+                self._open().run(SearchRequest(query="warm", k=1, stale=True))
+        except Exception as exc:  # noqa: BLE001 (reported by the first tool call that needs it)
+            log.info("mcp_warm_skipped", reason=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        log.info("mcp_warm", seconds=round(time.monotonic() - t0, 3))
+
+    def _open(self) -> Any:
+        """``index()``'s body, under ``_lock``."""
+        if self._index is None:
+            uri = self.paths.uri
+            if "://" not in uri and not (Path(uri) / "chunks.lance").is_dir():
+                raise ToolError(
+                    f"no index at {uri}: run `codechunkd run PATH` (or "
+                    "`codechunkd index PATH`) first, or pass the right --index-dir"
+                )
+            from codechunkd.storage.reader import open_index
+
+            self._index = open_index(settings=self.settings)
+        return self._index
 
     # -- the tools ---------------------------------------------------------------
 

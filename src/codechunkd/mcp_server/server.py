@@ -10,6 +10,7 @@ transport.  It must not hold a tool's body (tools.py, refs.py) nor a transport's
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -92,9 +93,15 @@ def build_server(backend: Backend) -> MCPServer:
 
 def serve(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
     """Serve until the client goes (stdio) or the process is stopped (HTTP)."""
-    server = build_server(Backend(settings))
-    if not http:
-        anyio.run(serve_stdio, server)
-        return 0
-    token = http_token()  # before listening: a bad token file stops the start
-    return anyio.run(serve_http, server, port, token)
+    backend = Backend(settings)
+    server = build_server(backend)
+    token = http_token() if http else ""  # before listening: a bad token file stops the start
+    warming = threading.Thread(target=backend.warm, name="mcp-warm")
+    warming.start()  # alongside the client's handshake; joined, so no exit cuts a load short
+    try:
+        if not http:
+            anyio.run(serve_stdio, server)
+            return 0
+        return anyio.run(serve_http, server, port, token)
+    finally:
+        warming.join()
