@@ -151,17 +151,19 @@ def test_go_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
-    """``use`` trees (lists, aliases, globs), trait impls, path and method calls, macros."""
+    """``use`` trees (lists, aliases, globs, ``{self}``), trait impls, path and method calls,
+    macros and the calls in their tokens, types named in paths."""
     refs = _refs(
         "src/fs.rs",
         "use std::io::{self, Read as R, Write};\nuse crate::sys::fs as fs_imp;\n"
         "use super::path::*;\n\npub struct File { inner: fs_imp::File }\n\n"
         "impl Read for File {\n    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {\n"
         "        let n = self.inner.read(buf)?;\n        debug_assert!(n <= buf.len());\n"
+        "        let k = io::ErrorKind::Other;\n        assert_eq!(x, (k), Span::new(k));\n"
         "        Ok(fs_imp::clamp(n))\n    }\n}\n",
         count_tokens,
     )
-    assert _has(refs, "import", "self", "self", "std::io")
+    assert _has(refs, "import", "io", "io", "std")  # ``{self}``: the module itself
     assert _has(refs, "import", "R", "Read", "std::io")
     assert _has(refs, "import", "Write", "Write", "std::io")
     assert _has(refs, "import", "fs_imp", "fs", "crate::sys")
@@ -169,6 +171,9 @@ def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "inherit", "Read") and _has(refs, "type", "File", "fs_imp")
     assert _has(refs, "call", "read", "self.inner") and _has(refs, "call", "debug_assert")
     assert _has(refs, "call", "clamp", "fs_imp") and _has(refs, "type", "Result", "io")
+    assert _has(refs, "call", "len", "buf") and _has(refs, "call", "new", "Span")  # in macros
+    assert not _has(refs, "call", "x")  # ``x, (k)``: a name and a group, not a call
+    assert _has(refs, "type", "ErrorKind", "io") and not _has(refs, "type", "fs_imp")
 
 
 def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]

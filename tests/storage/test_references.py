@@ -184,3 +184,93 @@ def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_
     assert _callers(index, "Writer.Flush") == {("Writer.Write", "exact")}
     assert _callers(index, "Reader.Flush") == {("use", "exact")}
     assert {("other", "by-name"), ("Writer.Close", "by-name")} <= _callers(index, "Flush")
+
+
+RS_LIB = "pub mod ast;\npub mod parse;\n\npub fn is_meta(c: char) -> bool {\n    c == '.'\n}\n"
+RS_AST = """pub struct Span {
+    pub start: usize,
+}
+
+impl Span {
+    pub fn new(start: usize) -> Span {
+        Span { start }
+    }
+}
+
+pub struct Primitive {
+    span: Span,
+}
+
+impl Primitive {
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+}
+
+pub enum Kind {
+    Bell,
+    Tab,
+}
+"""
+RS_PARSE = """use crate::ast::{self, Span};
+use crate::is_meta;
+
+pub struct ParserI<'s> {
+    pos: usize,
+    pattern: &'s str,
+}
+
+impl<'s> ParserI<'s> {
+    pub fn span(&self) -> Span {
+        Span::new(self.pos)
+    }
+
+    pub fn parse(&self) -> ast::Kind {
+        let s = self.span();
+        assert!(is_meta('.'), "at {}", s.start);
+        ast::Kind::Bell
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ParserI;
+
+    fn parser() -> ParserI<'static> {
+        ParserI { pos: 0, pattern: "" }
+    }
+
+    #[test]
+    fn starts_at_zero() {
+        assert_eq!(parser().span().start, 0);
+    }
+}
+"""
+
+
+def test_rust_methods_resolve_by_their_impl_and_paths_by_the_crates_modules(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Two types with a ``span``: ``self.span()`` in ``impl ParserI`` is ``ParserI``'s, never
+    ``Primitive``'s; ``Span::new`` of a type imported with ``use crate::ast::{self, Span}``,
+    ``ast::Kind`` through the ``{self}``, ``crate::is_meta`` from ``lib.rs`` and
+    ``super::ParserI`` resolve through the crate's modules; calls written inside macros
+    (``assert!(is_meta(…))``, ``assert_eq!(parser()…)``) count; a method is asked for as
+    ``ParserI::span`` or ``ParserI.span``."""
+    repo.write("Cargo.toml", '[package]\nname = "p"\nversion = "0.1.0"\n')
+    repo.write("src/lib.rs", RS_LIB)
+    repo.write("src/ast/mod.rs", RS_AST)
+    repo.write("src/parse.rs", RS_PARSE)
+    repo.commit("rust")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert _callers(index, "ParserI::span") == {("impl ParserI<'s>::parse", "exact")}
+    assert _callers(index, "ParserI.span") == _callers(index, "ParserI::span")
+    assert _callers(index, "Primitive::span") == set()
+    assert ("impl ParserI<'s>::span", "imported") in _callers(index, "Span::new")
+    assert _callers(index, "is_meta") == {("impl ParserI<'s>::parse", "imported")}
+    assert _callers(index, "tests::parser") == {("tests::starts_at_zero", "exact")}
+    kinds = {(u.chunk_symbol, u.how) for u in index.references("Kind")}
+    assert ("impl ParserI<'s>::parse", "imported") in kinds, kinds
+    users = {(u.chunk_symbol, u.how) for u in index.references("ParserI")}
+    assert ("tests::parser", "exact") in users, users

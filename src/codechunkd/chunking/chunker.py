@@ -73,7 +73,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: Bump when chunk boundaries, embed texts or the references a chunk records change:
 #: indexed rows are rebuilt.
 #: 5: Go and TypeScript variables get their class (``binds``: receivers, parameters, ``new``).
-CHUNKER_VERSION = 5
+#: 6: Rust: calls in macros' tokens, types named in paths (``Kind::Bell``), ``use m::{self}``.
+CHUNKER_VERSION = 6
 
 
 def content_hash(text: str) -> ContentHash:

@@ -178,6 +178,7 @@ _GO: Final = [
     ("value", "(argument_list (identifier) @name)"),
     ("import", "(import_spec) @import"),
 ]
+_TYPE_NAME: Final = '(#match? @name "^[A-Z]")'
 _RUST: Final = [
     ("call", "(call_expression function: (identifier) @name)"),
     (
@@ -199,7 +200,16 @@ _RUST: Final = [
     ),
     ("type", f"(scoped_type_identifier path: {_Q} name: (type_identifier) @name)"),
     ("type", "(type_identifier) @name"),
+    *(  # a type named in a path: ``Kind::Bell``, ``Span::new()``, ``ast::Group::new()``
+        ("type", f"({node} path: {path} {_TYPE_NAME})")
+        for node in ("scoped_identifier", "scoped_type_identifier")
+        for path in (
+            "(identifier) @name",
+            f"(scoped_identifier path: {_Q} name: (identifier) @name)",
+        )
+    ),
     ("value", "(arguments (identifier) @name)"),
+    ("macro_call", "(token_tree (identifier) @name . (token_tree) @args)"),
     ("import", "(use_declaration) @import"),
 ]
 _JAVA: Final = [
@@ -312,6 +322,17 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         if not names:
             continue
         node = names[0]
+        if kind == "macro_call":  # ``assert_eq!(x, f(y))``: a macro's tokens are not parsed
+            got = _token_call(node, caps.get("args"), source)
+            if got is None:
+                continue
+            kind, qual = got
+            name = _span(node, source)
+            if len(name) <= _MAX_NAME and node.start_byte not in found:
+                found[node.start_byte] = Ref(
+                    name, qual, kind, node.start_point[0] + 1, node.start_byte
+                )
+            continue
         if kind == "type" and _declares(node):
             continue
         name = _span(node, source) if node.end_byte - node.start_byte <= 4 * _MAX_NAME else ""
@@ -326,6 +347,44 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     refs = list(found.values()) + imports
     refs.sort(key=lambda r: r.byte)
     return refs
+
+
+_CHAIN: Final = frozenset({"identifier", "self", "super", "crate"})
+
+
+def _token_call(node: Node, args: list[Node] | None, source: bytes) -> tuple[str, str] | None:
+    """In a macro's token tree, a name right before parentheses is a call (``f(x)``,
+    ``Span::new(a)``, ``self.span()``), with the names chained before it by ``.`` or ``::``
+    as its qualifier; a capitalised name right before braces is a type (``Foo { a: 1 }``).
+    (kind, qualifier), or None when the tokens are no such use."""
+    after = node.next_sibling
+    if not args or after is None or after.start_byte != args[0].start_byte:
+        return None  # ``x, (y)`` or ``vec![…]``: not written against the name
+    opener = source[after.start_byte : after.start_byte + 1]
+    if opener == b"{":
+        return ("type", "") if _span(node, source)[:1].isupper() else None
+    if opener != b"(":
+        return None
+    start: Node | None = None
+    sep = node.prev_sibling
+    while sep is not None and sep.type in {".", "::"}:
+        before = sep.prev_sibling
+        if before is not None and before.type == "token_tree":  # ``f(x).g()``
+            start, before = before, before.prev_sibling
+        if before is None or before.type not in _CHAIN:
+            break
+        start = before
+        sep = before.prev_sibling
+    if start is None:
+        return "call", ""
+    dot = node.prev_sibling
+    assert dot is not None
+    return "call", _qualifier_between(start, dot, source)
+
+
+def _qualifier_between(start: Node, end: Node, source: bytes) -> str:
+    head = source[start.start_byte : min(end.start_byte, start.start_byte + 8 * _MAX_NAME)]
+    return " ".join(head.decode("utf-8", "replace").split())[:_MAX_NAME]
 
 
 def _declares(node: Node) -> bool:
@@ -434,7 +493,10 @@ def _join(a: str, b: str) -> str:
 def _rust_use(node: Node, prefix: str, out: list[Ref]) -> None:
     """Walk one use tree: ``a::b::{C, D as E, f::*}``."""
     kind = node.type
-    if kind in {"identifier", "self", "crate", "super"}:
+    if kind == "self" and prefix:  # ``use crate::ast::{self, …}`` binds ``ast``
+        module, _, name = prefix.rpartition("::")
+        out.append(_ref(node, name, name, module))
+    elif kind in {"identifier", "self", "crate", "super"}:
         name = _text(node)
         out.append(_ref(node, name, name, prefix))
     elif kind == "scoped_identifier":

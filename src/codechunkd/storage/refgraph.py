@@ -87,6 +87,32 @@ class Use:
     """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
 
 
+_GENERICS: Final = re.compile(r"<[^<>]*>")
+_IMPL: Final = re.compile(
+    r"\bimpl\s+(?:[\w:]+\s+for\s+)?[&*]*\s*(?:mut\s+|dyn\s+)*(?:[a-z_]\w*::)*(\w+)"
+)
+
+
+def canonical(symbol: str, name: str = "") -> str:
+    """A qualified symbol in one form, ``Type.member``: Rust's ``impl Span::new``,
+    ``impl fmt::Display for Span<T>::fmt`` and ``tests::alt`` become ``Span.new``,
+    ``Span.fmt`` and ``tests.alt`` (``name``, the defined name, tells the member from the
+    type's path); any other language's symbols are already so."""
+    if "::" not in symbol and "impl " not in symbol:
+        return symbol
+    s = symbol
+    while "<" in s:
+        t = _GENERICS.sub("", s)
+        if t == s:
+            break
+        s = t
+    tail = ""
+    if name and s.endswith("::" + name):
+        s, tail = s[: -len(name) - 2], name
+    s = _IMPL.sub(lambda m: m.group(1), s).replace("::", ".")
+    return f"{s}.{tail}" if s and tail else s or tail
+
+
 def _short(name: str) -> str:
     for sep in (".", "::"):
         name = name.rsplit(sep, 1)[-1]
@@ -124,6 +150,14 @@ class RefGraph:
         self._qual: list[str] = c["qualifier"]  # type: ignore[assignment]
         self._mod: list[str] = c["module"]  # type: ignore[assignment]
         self._line: list[int] = c["line"]  # type: ignore[assignment]
+        canon: dict[str, str] = {}  # what resolution reads: symbols in one form
+        for q, k, n in zip(self._qual, self._kind, self._name, strict=True):
+            if k == DEFINITION and q not in canon:
+                canon[q] = canonical(q, n)
+        self._sym: list[str] = [
+            canon[q] if k == DEFINITION else q for q, k in zip(self._qual, self._kind, strict=True)
+        ]
+        self._owner: list[str] = [canon.get(q) or canonical(q) for q in self._csym]
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
         self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         self._memo: dict[int, tuple[list[int], str]] = {}
@@ -152,7 +186,7 @@ class RefGraph:
             if kind == DEFINITION:
                 self.defs_by_name[name].append(i)
                 self._by_src_name[(self._src[i], name)].append(i)
-                parts = _MEMBER.split(self._qual[i])
+                parts = self._sym[i].split(".")
                 if len(parts) > 1:
                     self._members[(self._src[i], parts[-2], name)].append(i)
                 self._file_defs[key][name].append(i)
@@ -162,7 +196,7 @@ class RefGraph:
                 if kind == "binds":
                     self._binds[(*key, self._csym[i], self._qual[i])].append(i)
                 if kind == "inherit":
-                    self._bases[(self._src[i], self._csym[i])].add(name)
+                    self._bases[(self._src[i], self._owner[i])].add(name)
                 if kind == "import":
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
@@ -214,12 +248,18 @@ class RefGraph:
         a qualified name (``Session.request``) its end."""
         short = _short(name)
         qualified = name != short
+        asked = canonical(name, short)
         out = []
         for i in self.defs_by_name.get(short, ()):
             if sources is not None and self._src[i] not in sources:
                 continue
-            q = self._qual[i]
-            if qualified and not (q == name or q.endswith(("." + name, "::" + name))):
+            q, cq = self._qual[i], self._sym[i]
+            if qualified and not (
+                q == name
+                or q.endswith(("." + name, "::" + name))
+                or cq == asked
+                or cq.endswith("." + asked)
+            ):
                 continue
             out.append(self.definition(i))
         return sorted(out, key=lambda d: (d.path, d.line))
@@ -246,26 +286,27 @@ class RefGraph:
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
         if local and not qual and self._lang[i] not in _BARE_MEMBERS:
-            here = self._csym[i]  # a member is not a bare name, a function nested here is
+            here = self._owner[i]  # a member is not a bare name, a function nested here is
             local = [
                 j
                 for j in local
-                if not _MEMBER.search(self._qual[j])
-                or _MEMBER.split(self._qual[j])[:-1] == _MEMBER.split(here)
-                or self._qual[j] == here  # a nested function calling itself
+                if "." not in self._sym[j]
+                or self._sym[j].split(".")[:-1] == here.split(".")
+                or self._sym[j] == here  # a nested function calling itself
+                or self._in_same_module(i, j)
             ]
         if qual in _SUPER:  # the base class's, never the overriding one here
-            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            inherited = self._inherited(src, self._owner[i].rpartition(".")[0], name, 0)
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
         elif local and qual in _SELF:
-            owner = self._csym[i].rpartition(".")[0]
-            mine = [j for j in local if owner and self._qual[j].startswith(owner + ".")]
+            owner = self._owner[i].rpartition(".")[0]
+            mine = [j for j in local if owner and self._sym[j].startswith(owner + ".")]
             if mine or not qual or not owner:
                 return mine or local, EXACT
         if qual in _SELF and qual:
-            inherited = self._inherited(src, self._csym[i].rpartition(".")[0], name, 0)
+            inherited = self._inherited(src, self._owner[i].rpartition(".")[0], name, 0)
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
@@ -304,11 +345,20 @@ class RefGraph:
                         found += [
                             k
                             for k in self._in_module(src, path, module, name, 0)
-                            if self._qual[k].endswith(f"{original}.{name}")
+                            if self._sym[k].endswith(f"{original}.{name}")
                         ]
                 return (found, IMPORTED) if found else ([], "")
         anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _in_same_module(self, i: int, j: int) -> bool:
+        """Rust: definition ``j`` is a function of the module use ``i`` is written in
+        (``tests::helper`` called from ``tests::it_works``); a module is lower-case, a type
+        or trait is not (Rust's naming rules), and a type's members are not bare names."""
+        if self._lang[i] != "rust" or "impl " in self._qual[j]:
+            return False
+        scope = self._sym[j].split(".")[:-1]
+        return scope[-1][:1].islower() and self._owner[i].split(".")[: len(scope)] == scope
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
@@ -323,12 +373,12 @@ class RefGraph:
             if via == BY_NAME:
                 continue
             for c in classes:
-                cls = self._qual[c]
+                cls = self._sym[c]
                 ends = f"{cls}.{name}"
                 found += [
                     j
-                    for j in self._members.get((src, _MEMBER.split(cls)[-1], name), ())
-                    if self._qual[j] == ends
+                    for j in self._members.get((src, cls.split(".")[-1], name), ())
+                    if self._sym[j] == ends
                     and self._path[j] == self._path[c]
                     and self._src[j] == src
                 ]
@@ -356,7 +406,7 @@ class RefGraph:
                     if hits:
                         found += hits
                     else:
-                        nxt += [self._qual[j] for j in self._by_src_name.get((src, base), ())[:20]]
+                        nxt += [self._sym[j] for j in self._by_src_name.get((src, base), ())[:20]]
             if found:
                 return found
             frontier = nxt
@@ -369,7 +419,7 @@ class RefGraph:
             for j in self.defs_by_name.get(name, ())
             if self._src[j] == src
             and posixpath.dirname(self._path[j]) == directory
-            and (self._lang[j] != "go" or not _MEMBER.search(self._qual[j]))
+            and (self._lang[j] != "go" or "." not in self._sym[j])
         ]
 
     def _module_files(self, src: str, path: str, module: str) -> set[str]:
@@ -395,11 +445,53 @@ class RefGraph:
             rel = posixpath.join(base, rest) if rest else base
             return self._modules.get((src, _stem(rel + ".py")) if rel else (src, ""), set())
         if lang == "rs":
+            found = self._rust_module(src, path, module)
+            if found is not None:
+                return found
             parts = [p for p in module.split("::") if p not in {"crate", "self", "super", ""}]
             key = "/".join(parts)
         else:
             key = module.replace(".", "/")
         return self._modules.get((src, key), set()) if key else set()
+
+    def _rust_module(self, src: str, path: str, module: str) -> set[str] | None:
+        """The files of a Rust path that starts at ``crate``, ``self`` or ``super``, read
+        from where ``path`` sits: ``crate`` is the folder of the nearest ``lib.rs`` or
+        ``main.rs`` above it, ``self`` the file's own module (``src/hir/mod.rs`` and
+        ``src/hir.rs`` are ``src/hir``), each ``super`` one module up.  None for any other
+        path (an outside crate, or a module in scope: looked up by its name)."""
+        parts = module.split("::")
+        if parts[0] not in {"crate", "self", "super"}:
+            return None
+        here = _EXT.sub("", path)
+        if posixpath.basename(here) in {"mod", "lib", "main"}:
+            here = posixpath.dirname(here)
+        if parts[0] == "crate":
+            base = posixpath.dirname(path)
+            while not self._roots(src, base):
+                if not base:
+                    return set()
+                base = posixpath.dirname(base)
+            parts = parts[1:]
+            if not parts:
+                return self._roots(src, base)
+        else:
+            base = here
+            if parts[0] == "self":
+                parts = parts[1:]
+            while parts and parts[0] == "super":
+                base, parts = posixpath.dirname(base), parts[1:]
+        stem = "/".join([base, *parts] if base else parts)
+        return self._modules.get((src, stem), set()) if stem else self._roots(src, "")
+
+    def _roots(self, src: str, folder: str) -> set[str]:
+        """The crate roots (``lib.rs``, ``main.rs``) in ``folder``."""
+        files = self._dirs.get((src, folder), set())
+        return {
+            f
+            for f in (posixpath.join(folder, "lib.rs"), posixpath.join(folder, "main.rs"))
+            if f in files
+        }
 
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the files of ``module``, following re-exports."""
@@ -471,7 +563,7 @@ class RefGraph:
             return named
         if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
             return members
-        here = _MEMBER.split(self._csym[i])
+        here = self._owner[i].split(".")
         mine = by_owner.get(here[-2]) if len(here) > 1 else None
         return mine or members
 
@@ -482,12 +574,12 @@ class RefGraph:
         members by their class's name and by its name lower-cased."""
         got = self._form_cache.get((src, name))
         if got is None:
-            members = [j for j in rows if _MEMBER.search(self._qual[j])]
-            functions = [j for j in rows if not _MEMBER.search(self._qual[j])]
+            members = [j for j in rows if "." in self._sym[j]]
+            functions = [j for j in rows if "." not in self._sym[j]]
             by_owner: dict[str, list[int]] = {}
             by_lower: dict[str, list[int]] = {}
             for j in members:
-                owner = _MEMBER.split(self._qual[j])[-2]
+                owner = self._sym[j].split(".")[-2]
                 by_owner.setdefault(owner, []).append(j)
                 by_lower.setdefault(owner.lower(), []).append(j)
             got = self._form_cache[(src, name)] = (members, functions, by_owner, by_lower)
