@@ -195,6 +195,8 @@ def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "call", "notNull", "") and _has(refs, "call", "StringBuilder")
     assert _has(refs, "call", "toString", "ObjectUtils") and _has(refs, "call", "append", "b")
     assert _has(refs, "type", "List")
+    assert _has(refs, "binds", "StringBuilder", "b") and _has(refs, "binds", "List", "parts")
+    assert _has(refs, "type", "ObjectUtils")  # a class named as a qualifier
 
 
 @pytest.mark.parametrize("language", sorted(QUERIES))

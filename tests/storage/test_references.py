@@ -186,7 +186,15 @@ def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_
     assert {("other", "by-name"), ("Writer.Close", "by-name")} <= _callers(index, "Flush")
 
 
-RS_LIB = "pub mod ast;\npub mod parse;\n\npub fn is_meta(c: char) -> bool {\n    c == '.'\n}\n"
+RS_LIB = """pub mod ast;
+pub mod parse;
+pub mod util;
+pub use crate::ast::{Primitive, Span};
+
+pub fn is_meta(c: char) -> bool {
+    c == '.'
+}
+"""
 RS_AST = """pub struct Span {
     pub start: usize,
 }
@@ -210,6 +218,16 @@ impl Primitive {
 pub enum Kind {
     Bell,
     Tab,
+}
+"""
+RS_UTIL = """use crate::{Primitive, Span};
+
+pub fn origin() -> Span {
+    Span::new(0)
+}
+
+pub fn first(p: &Primitive) -> &Span {
+    p.span()
 }
 """
 RS_PARSE = """use crate::ast::{self, Span};
@@ -254,23 +272,111 @@ def test_rust_methods_resolve_by_their_impl_and_paths_by_the_crates_modules(
     """Two types with a ``span``: ``self.span()`` in ``impl ParserI`` is ``ParserI``'s, never
     ``Primitive``'s; ``Span::new`` of a type imported with ``use crate::ast::{self, Span}``,
     ``ast::Kind`` through the ``{self}``, ``crate::is_meta`` from ``lib.rs`` and
-    ``super::ParserI`` resolve through the crate's modules; calls written inside macros
+    ``super::ParserI`` resolve through the crate's modules, and ``Span::new`` of a type
+    re-exported by ``lib.rs`` (``pub use``) too; ``p.span()`` with ``p: &Primitive`` is
+    ``Primitive``'s; calls written inside macros
     (``assert!(is_meta(…))``, ``assert_eq!(parser()…)``) count; a method is asked for as
     ``ParserI::span`` or ``ParserI.span``."""
     repo.write("Cargo.toml", '[package]\nname = "p"\nversion = "0.1.0"\n')
     repo.write("src/lib.rs", RS_LIB)
     repo.write("src/ast/mod.rs", RS_AST)
     repo.write("src/parse.rs", RS_PARSE)
+    repo.write("src/util.rs", RS_UTIL)
     repo.commit("rust")
     indexer.sync(repo.path)
     index = Index(indexer.store, settings)
     assert _callers(index, "ParserI::span") == {("impl ParserI<'s>::parse", "exact")}
     assert _callers(index, "ParserI.span") == _callers(index, "ParserI::span")
-    assert _callers(index, "Primitive::span") == set()
-    assert ("impl ParserI<'s>::span", "imported") in _callers(index, "Span::new")
+    assert _callers(index, "Primitive::span") == {("first", "imported")}  # ``p: &Primitive``
+    news = _callers(index, "Span::new")
+    assert {("impl ParserI<'s>::span", "imported"), ("origin", "imported")} <= news, news
     assert _callers(index, "is_meta") == {("impl ParserI<'s>::parse", "imported")}
     assert _callers(index, "tests::parser") == {("tests::starts_at_zero", "exact")}
     kinds = {(u.chunk_symbol, u.how) for u in index.references("Kind")}
     assert ("impl ParserI<'s>::parse", "imported") in kinds, kinds
     users = {(u.chunk_symbol, u.how) for u in index.references("ParserI")}
     assert ("tests::parser", "exact") in users, users
+
+
+JAVA_COUNTER = """package q;
+
+public class Counter {
+    public int get() {
+        return 0;
+    }
+}
+"""
+JAVA_DEQUE = """package p;
+
+import q.Counter;
+
+public class Deque<E> {
+    private final Counter count = new Counter();
+
+    Node<E> succ(Node<E> p) {
+        return p.next;
+    }
+
+    int size() {
+        int n = 0;
+        for (Node<E> q = null; q != null; q = succ(q)) n++;
+        return n + this.count.get();
+    }
+
+    class Itr {
+        Node<E> succ(Node<E> p) {
+            return p;
+        }
+
+        Node<E> next(Node<E> p) {
+            return succ(p);
+        }
+    }
+
+    class Splitter {
+        Node<E> advance(Node<E> p) {
+            return succ(p);
+        }
+    }
+}
+"""
+JAVA_FUTURE = """package p;
+
+public interface Future<V> {
+    enum State { RUNNING, DONE }
+
+    default State state() {
+        return State.RUNNING;
+    }
+
+    default boolean alive(Thread.State s) {
+        return s != null;
+    }
+}
+"""
+
+
+def test_java_bare_calls_fields_and_class_qualifiers_resolve_as_javac_does(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Two ``succ``: a bare ``succ(p)`` means the nearest enclosing class's (``Itr.next``
+    calls ``Itr.succ``; ``Deque.size`` and ``Splitter.advance``, whose class has none, call
+    ``Deque.succ``); ``this.count.get()`` on a field typed ``Counter`` (imported from another
+    package: ``import q.Counter`` names the class in the package's folder) is ``Counter.get``;
+    ``State.RUNNING`` is a use of ``Future.State`` and ``Thread.State`` (another class's
+    ``State``) is not."""
+    repo.write("src/q/Counter.java", JAVA_COUNTER)
+    repo.write("src/p/Deque.java", JAVA_DEQUE)
+    repo.write("src/p/Future.java", JAVA_FUTURE)
+    repo.commit("java")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert _callers(index, "Deque.succ") == {
+        ("Deque.size", "exact"),
+        ("Deque.Splitter.advance", "exact"),
+    }
+    assert _callers(index, "Deque.Itr.succ") == {("Deque.Itr.next", "exact")}
+    assert ("Deque.size", "imported") in _callers(index, "Counter.get")
+    uses = {(u.chunk_symbol, u.line) for u in index.references("Future.State")}
+    assert ("Future.state", 7) in uses, uses
+    assert all(line != 10 for _, line in uses), uses

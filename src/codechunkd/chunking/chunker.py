@@ -74,7 +74,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: indexed rows are rebuilt.
 #: 5: Go and TypeScript variables get their class (``binds``: receivers, parameters, ``new``).
 #: 6: Rust: calls in macros' tokens, types named in paths (``Kind::Bell``), ``use m::{self}``.
-CHUNKER_VERSION = 6
+#: 7: Java and Rust variables get their class (``binds``); Java class names as qualifiers.
+CHUNKER_VERSION = 7
 
 
 def content_hash(text: str) -> ContentHash:

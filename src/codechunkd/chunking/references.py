@@ -179,6 +179,12 @@ _GO: Final = [
     ("import", "(import_spec) @import"),
 ]
 _TYPE_NAME: Final = '(#match? @name "^[A-Z]")'
+_RUST_TYPES: Final = (
+    "(type_identifier) @name",
+    "(generic_type type: (type_identifier) @name)",
+    "(reference_type type: (type_identifier) @name)",
+    "(reference_type type: (generic_type type: (type_identifier) @name))",
+)
 _RUST: Final = [
     ("call", "(call_expression function: (identifier) @name)"),
     (
@@ -210,6 +216,16 @@ _RUST: Final = [
     ),
     ("value", "(arguments (identifier) @name)"),
     ("macro_call", "(token_tree (identifier) @name . (token_tree) @args)"),
+    *(  # ``matcher: &ArgMatcher``, ``let v: Vec<T>``: the variable's type
+        ("binds", f"({node} pattern: (identifier) @var type: {typ})")
+        for node in ("parameter", "let_declaration")
+        for typ in _RUST_TYPES
+    ),
+    (  # ``let p = Parser::new(…)``: by convention a type's constructor gives that type
+        "binds_call",
+        "(let_declaration pattern: (identifier) @var value: (call_expression function: "
+        "(scoped_identifier path: (identifier) @name)))",
+    ),
     ("import", "(use_declaration) @import"),
 ]
 _JAVA: Final = [
@@ -221,8 +237,25 @@ _JAVA: Final = [
     ("inherit", "(super_interfaces (type_list (generic_type (type_identifier) @name)))"),
     ("inherit", "(superclass (generic_type (type_identifier) @name))"),
     ("inherit", "(extends_interfaces (type_list (type_identifier) @name))"),
+    ("type", f"(scoped_type_identifier {_Q} . (type_identifier) @name)"),  # ``Thread.State``
     ("type", "(type_identifier) @name"),
+    *(  # ``State.RUNNING``, ``Executors.newFixedThreadPool()``: a class named as a qualifier
+        ("type", f"({node} object: (identifier) @name {_TYPE_NAME})")
+        for node in ("field_access", "method_invocation")
+    ),
     ("value", "(method_reference (_) @qual (identifier) @name)"),
+    *(  # ``AtomicInteger count``, ``Node<K> p``, ``(Map<K, V> m)``: the variable's class
+        ("binds", f"({node} type: {typ} {var})")
+        for node, var in (
+            (
+                "local_variable_declaration",
+                "declarator: (variable_declarator name: (identifier) @var)",
+            ),
+            ("field_declaration", "declarator: (variable_declarator name: (identifier) @var)"),
+            ("formal_parameter", "name: (identifier) @var"),
+        )
+        for typ in ("(type_identifier) @name", "(generic_type (type_identifier) @name)")
+    ),
     ("import", "(import_declaration) @import"),
 ]
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {

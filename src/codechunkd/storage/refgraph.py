@@ -303,6 +303,10 @@ class RefGraph:
         elif local and qual in _SELF:
             owner = self._owner[i].rpartition(".")[0]
             mine = [j for j in local if owner and self._sym[j].startswith(owner + ".")]
+            mine = [j for j in mine if self._sym[j].rpartition(".")[0] == owner] or mine
+            while not qual and not mine and "." in owner:  # Java: the nearest class that has it
+                owner = owner.rpartition(".")[0]
+                mine = [j for j in local if self._sym[j].rpartition(".")[0] == owner]
             if mine or not qual or not owner:
                 return mine or local, EXACT
         if qual in _SELF and qual:
@@ -347,9 +351,22 @@ class RefGraph:
                             for k in self._in_module(src, path, module, name, 0)
                             if self._sym[k].endswith(f"{original}.{name}")
                         ]
+                    if original and not found and not rest:  # re-exported: where it is
+                        for c in self._in_module(src, path, module, original, 0):
+                            found += self._member_of(c, name)
                 return (found, IMPORTED) if found else ([], "")
         anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _member_of(self, c: int, name: str) -> list[int]:
+        """Definitions of ``name`` that are members of the class defined by row ``c``."""
+        cls = self._sym[c]
+        found = [
+            j
+            for j in self._members.get((self._src[c], cls.rpartition(".")[2], name), ())
+            if self._sym[j] == f"{cls}.{name}"
+        ]  # in the class's file, else (a Rust ``impl`` elsewhere) wherever it is
+        return [j for j in found if self._path[j] == self._path[c]] or found
 
     def _in_same_module(self, i: int, j: int) -> bool:
         """Rust: definition ``j`` is a function of the module use ``i`` is written in
@@ -363,7 +380,12 @@ class RefGraph:
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
         definition: ``Context``'s ``invoke`` (or a base class's)."""
-        binds = self._binds.get((src, path, self._csym[i], var))
+        if var.startswith("this."):  # ``this.count.get()``: the field ``count``
+            var = var[5:]
+        scope, binds = self._csym[i], None
+        while scope and not binds:  # the variable's, else a field of an enclosing class
+            binds = self._binds.get((src, path, scope, var))
+            scope = scope.rpartition(".")[0]
         if not binds:
             return [], ""
         found: list[int] = []
@@ -452,7 +474,12 @@ class RefGraph:
             key = "/".join(parts)
         else:
             key = module.replace(".", "/")
-        return self._modules.get((src, key), set()) if key else set()
+        if not key:
+            return set()
+        found = self._modules.get((src, key), set())
+        if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
+            found = self._dirs.get((src, key), set())
+        return found
 
     def _rust_module(self, src: str, path: str, module: str) -> set[str] | None:
         """The files of a Rust path that starts at ``crate``, ``self`` or ``super``, read
@@ -556,6 +583,8 @@ class RefGraph:
         members, functions, by_owner, by_lower = self._forms(self._src[i], self._name[i], rows)
         if not qual:
             return rows if self._lang[i] in _BARE_MEMBERS else functions
+        if qual[:1].isupper() and qual.isidentifier() and qual not in _SELF:
+            return by_lower.get(qual.lower(), [])  # ``Thread.State``: that class's, if here
         if len(members) <= 1:
             return members
         named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
