@@ -65,9 +65,7 @@ def _env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(
-    index_dir: Path, log: Path, *extra: str
-) -> AsyncIterator[ClientSession]:
+async def stdio_session(index_dir: Path, log: Path, *extra: str) -> AsyncIterator[ClientSession]:
     """`codechunkd mcp --index-dir DIR` spawned by the SDK's stdio client, initialised."""
     params = StdioServerParameters(
         command=EXE, args=["mcp", "--index-dir", str(index_dir), *extra], env=_env()
