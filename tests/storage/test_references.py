@@ -165,7 +165,11 @@ func (r *Reader) Flush() error { return nil }
 func use(x *Reader) { x.Flush() }
 
 func other(t thing) { t.Flush() }
+
+func reset(w *Writer) { w.Reset() }
 """
+GO_WRITER_RESET = "package pkg\n\nfunc (w *Writer) Reset() {}\n"
+GO_OTHER_WRITER = "package other\n\ntype Writer struct{}\n\nfunc (w *Writer) Reset() {}\n"
 
 
 def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_can_mean(
@@ -175,15 +179,21 @@ def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_
     ``Writer.Write``) or on a typed parameter (``x *Reader``) is that type's, ``exact``; a
     call on a variable of unknown type (``t.Flush()``) or on a field (``w.inner.Flush()``) can
     mean either, so it is a caller of neither ``Writer.Flush`` nor ``Reader.Flush``, only of
-    ``Flush`` (``by-name``)."""
+    ``Flush`` (``by-name``). A method written in another file of its type's package is
+    found (``Writer.Reset``), never another package's type of the same name."""
     repo.write("pkg/w.go", GO_WRITER)
     repo.write("pkg/r.go", GO_READER)
+    repo.write("pkg/w_reset.go", GO_WRITER_RESET)
+    repo.write("other/w.go", GO_OTHER_WRITER)
     repo.commit("go")
     indexer.sync(repo.path)
     index = Index(indexer.store, settings)
     assert _callers(index, "Writer.Flush") == {("Writer.Write", "exact")}
     assert _callers(index, "Reader.Flush") == {("use", "exact")}
     assert {("other", "by-name"), ("Writer.Close", "by-name")} <= _callers(index, "Flush")
+    resets = {(u.path, u.how, u.target.path) for u in index.references("Reset") if u.target}
+    assert resets == {("pkg/r.go", "imported", "pkg/w_reset.go")}, resets
+    assert {d.path for d in index.definitions("Writer.Reset")} == {"pkg/w_reset.go", "other/w.go"}
 
 
 RS_LIB = """pub mod ast;

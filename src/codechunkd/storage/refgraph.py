@@ -365,8 +365,14 @@ class RefGraph:
             j
             for j in self._members.get((self._src[c], cls.rpartition(".")[2], name), ())
             if self._sym[j] == f"{cls}.{name}"
-        ]  # in the class's file, else (a Rust ``impl`` elsewhere) wherever it is
-        return [j for j in found if self._path[j] == self._path[c]] or found
+        ]  # in the class's file, else in another file of its package (Go) or crate (Rust)
+        here = [j for j in found if self._path[j] == self._path[c]]
+        if here or self._lang[c] not in {"go", "rust"}:
+            return here
+        if self._lang[c] == "go":
+            folder = posixpath.dirname(self._path[c])
+            return [j for j in found if posixpath.dirname(self._path[j]) == folder]
+        return found
 
     def _in_same_module(self, i: int, j: int) -> bool:
         """Rust: definition ``j`` is a function of the module use ``i`` is written in
@@ -395,17 +401,9 @@ class RefGraph:
             if via == BY_NAME:
                 continue
             for c in classes:
-                cls = self._sym[c]
-                ends = f"{cls}.{name}"
-                found += [
-                    j
-                    for j in self._members.get((src, cls.split(".")[-1], name), ())
-                    if self._sym[j] == ends
-                    and self._path[j] == self._path[c]
-                    and self._src[j] == src
-                ]
+                found += self._member_of(c, name)
                 if not found:
-                    found += self._inherited(src, cls, name, 0)
+                    found += self._inherited(src, self._sym[c], name, 0)
                 if via == IMPORTED or any(self._path[j] != path for j in found):
                     how = IMPORTED
         return (found, how) if found else ([], "")
