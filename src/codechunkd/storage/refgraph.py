@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from codechunkd.storage.references import DEFINITION
+from codechunkd.storage.refnames import ModulePaths, canonical
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "Definition", "RefGraph", "Use"]
 
@@ -40,8 +41,6 @@ _PACKAGE_SCOPED: Final = frozenset({"go", "java"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java"})
 _MEMBER: Final = re.compile(r"\.|::")
-_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
-_INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
 COLUMNS: Final = [
     "source",
     "path",
@@ -87,50 +86,10 @@ class Use:
     """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
 
 
-_GENERICS: Final = re.compile(r"<[^<>]*>")
-_IMPL: Final = re.compile(
-    r"\bimpl\s+(?:[\w:]+\s+for\s+)?[&*]*\s*(?:mut\s+|dyn\s+)*(?:[a-z_]\w*::)*(\w+)"
-)
-
-
-def canonical(symbol: str, name: str = "") -> str:
-    """A qualified symbol in one form, ``Type.member``: Rust's ``impl Span::new``,
-    ``impl fmt::Display for Span<T>::fmt`` and ``tests::alt`` become ``Span.new``,
-    ``Span.fmt`` and ``tests.alt`` (``name``, the defined name, tells the member from the
-    type's path); any other language's symbols are already so."""
-    if "::" not in symbol and "impl " not in symbol:
-        return symbol
-    s = symbol
-    while "<" in s:
-        t = _GENERICS.sub("", s)
-        if t == s:
-            break
-        s = t
-    tail = ""
-    if name and s.endswith("::" + name):
-        s, tail = s[: -len(name) - 2], name
-    s = _IMPL.sub(lambda m: m.group(1), s).replace("::", ".")
-    return f"{s}.{tail}" if s and tail else s or tail
-
-
 def _short(name: str) -> str:
     for sep in (".", "::"):
         name = name.rsplit(sep, 1)[-1]
     return name
-
-
-def _stem(path: str) -> str:
-    stem = _EXT.sub("", path)
-    for tail in _INDEX_STEMS:
-        if stem.endswith(tail):
-            return stem[: -len(tail)]
-    return stem
-
-
-def _suffixes(stem: str) -> Iterable[str]:
-    parts = stem.split("/")
-    for i in range(len(parts)):
-        yield "/".join(parts[i:])
 
 
 class RefGraph:
@@ -174,11 +133,9 @@ class RefGraph:
         self._imports: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
             lambda: defaultdict(list)
         )
-        self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         self._bases: dict[tuple[str, str], set[str]] = defaultdict(set)  # class -> base names
-        self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for i in range(self._n):
             key = (self._src[i], self._path[i])
             name = self._name[i]
@@ -201,12 +158,7 @@ class RefGraph:
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
-        for src, path in {(self._src[i], self._path[i]) for i in range(self._n)}:
-            for suffix in _suffixes(_stem(path)):
-                self._modules[(src, suffix)].add(path)
-            directory = posixpath.dirname(path)
-            for suffix in _suffixes(directory) if directory else ("",):
-                self._dirs[(src, suffix)].add(path)
+        self._paths = ModulePaths({(self._src[i], self._path[i]) for i in range(self._n)})
 
     # -- rows as values ---------------------------------------------------
 
@@ -334,29 +286,34 @@ class RefGraph:
             head = re.split(r"\.|::", qual, maxsplit=1)[0]
             bound = imports.get(qual) or imports.get(head)
             if bound:
-                found = []
-                for j in bound:
-                    module, original = self._mod[j], self._qual[j]
-                    sep = "::" if "::" in module or self._lang[j] == "rust" else "."
-                    rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
-                    target = module
-                    if original:
-                        target = f"{module}{sep}{original}" if module else original
-                    if rest:
-                        target = f"{target}{sep}{rest.replace('.', sep)}"
-                    found += self._in_module(src, path, target, name, 0)
-                    if original and not found:  # a class imported by name: its methods
-                        found += [
-                            k
-                            for k in self._in_module(src, path, module, name, 0)
-                            if self._sym[k].endswith(f"{original}.{name}")
-                        ]
-                    if original and not found and not rest:  # re-exported: where it is
-                        for c in self._in_module(src, path, module, original, 0):
-                            found += self._member_of(c, name)
+                rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
+                found = [k for j in bound for k in self._through(j, src, path, rest, name)]
                 return (found, IMPORTED) if found else ([], "")
         anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _through(self, j: int, src: str, path: str, rest: str, name: str) -> list[int]:
+        """``name`` on what the import row ``j`` binds (``rest``: the qualifier's path after
+        the bound name, ``ast.nodes`` -> ``nodes``): in the module it names, else a member
+        of the class it imports (or re-exports)."""
+        module, original = self._mod[j], self._qual[j]
+        sep = "::" if "::" in module or self._lang[j] == "rust" else "."
+        target = module
+        if original:
+            target = f"{module}{sep}{original}" if module else original
+        if rest:
+            target = f"{target}{sep}{rest.replace('.', sep)}"
+        found = self._in_module(src, path, target, name, 0)
+        if original and not found:  # a class imported by name: its methods
+            found = [
+                k
+                for k in self._in_module(src, path, module, name, 0)
+                if self._sym[k].endswith(f"{original}.{name}")
+            ]
+        if original and not found and not rest:  # re-exported: where it is
+            for c in self._in_module(src, path, module, original, 0):
+                found += self._member_of(c, name)
+        return found
 
     def _member_of(self, c: int, name: str) -> list[int]:
         """Definitions of ``name`` that are members of the class defined by row ``c``."""
@@ -442,88 +399,12 @@ class RefGraph:
             and (self._lang[j] != "go" or "." not in self._sym[j])
         ]
 
-    def _module_files(self, src: str, path: str, module: str) -> set[str]:
-        """Files of ``src`` that the module path written in ``path`` can name."""
-        lang = path.rsplit(".", 1)[-1]
-        if lang in {"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"} and module.startswith(
-            "."
-        ):
-            rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
-            return self._modules.get((src, _stem(rel)), set())
-        if lang == "go":
-            for cut in range(module.count("/") + 1):
-                key = module.split("/", cut)[-1]
-                if (src, key) in self._dirs:
-                    return self._dirs[(src, key)]
-            return set()
-        if lang in {"py", "pyi"} and module.startswith("."):
-            dots = len(module) - len(module.lstrip("."))
-            base = posixpath.dirname(path)
-            for _ in range(dots - 1):
-                base = posixpath.dirname(base)
-            rest = module.lstrip(".").replace(".", "/")
-            rel = posixpath.join(base, rest) if rest else base
-            return self._modules.get((src, _stem(rel + ".py")) if rel else (src, ""), set())
-        if lang == "rs":
-            found = self._rust_module(src, path, module)
-            if found is not None:
-                return found
-            parts = [p for p in module.split("::") if p not in {"crate", "self", "super", ""}]
-            key = "/".join(parts)
-        else:
-            key = module.replace(".", "/")
-        if not key:
-            return set()
-        found = self._modules.get((src, key), set())
-        if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
-            found = self._dirs.get((src, key), set())
-        return found
-
-    def _rust_module(self, src: str, path: str, module: str) -> set[str] | None:
-        """The files of a Rust path that starts at ``crate``, ``self`` or ``super``, read
-        from where ``path`` sits: ``crate`` is the folder of the nearest ``lib.rs`` or
-        ``main.rs`` above it, ``self`` the file's own module (``src/hir/mod.rs`` and
-        ``src/hir.rs`` are ``src/hir``), each ``super`` one module up.  None for any other
-        path (an outside crate, or a module in scope: looked up by its name)."""
-        parts = module.split("::")
-        if parts[0] not in {"crate", "self", "super"}:
-            return None
-        here = _EXT.sub("", path)
-        if posixpath.basename(here) in {"mod", "lib", "main"}:
-            here = posixpath.dirname(here)
-        if parts[0] == "crate":
-            base = posixpath.dirname(path)
-            while not self._roots(src, base):
-                if not base:
-                    return set()
-                base = posixpath.dirname(base)
-            parts = parts[1:]
-            if not parts:
-                return self._roots(src, base)
-        else:
-            base = here
-            if parts[0] == "self":
-                parts = parts[1:]
-            while parts and parts[0] == "super":
-                base, parts = posixpath.dirname(base), parts[1:]
-        stem = "/".join([base, *parts] if base else parts)
-        return self._modules.get((src, stem), set()) if stem else self._roots(src, "")
-
-    def _roots(self, src: str, folder: str) -> set[str]:
-        """The crate roots (``lib.rs``, ``main.rs``) in ``folder``."""
-        files = self._dirs.get((src, folder), set())
-        return {
-            f
-            for f in (posixpath.join(folder, "lib.rs"), posixpath.join(folder, "main.rs"))
-            if f in files
-        }
-
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the files of ``module``, following re-exports."""
         if depth > 3 or not module:
             return []
         found: list[int] = []
-        for file in sorted(self._module_files(src, path, module)):
+        for file in sorted(self._paths.files(src, path, module)):
             defs = self._file_defs.get((src, file), {}).get(name)
             if defs:
                 found += defs

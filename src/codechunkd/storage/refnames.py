@@ -1,0 +1,149 @@
+"""How the reference graph reads names and module paths (``storage/refgraph.py``).
+
+Owns ``canonical`` (one form for a qualified symbol: Rust's ``impl Span::new`` is
+``Span.new``) and ``ModulePaths``: the files of a source that a module path written in a
+file can name, per language (Python dotted and relative modules, TS/JS relative paths and
+index files, Go package folders, Rust ``crate::``/``self::``/``super::`` paths and
+``mod.rs``, Java packages).  It must not resolve a name to a definition (refgraph.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = ["ModulePaths", "canonical"]
+
+_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
+_INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
+_GENERICS: Final = re.compile(r"<[^<>]*>")
+_IMPL: Final = re.compile(
+    r"\bimpl\s+(?:[\w:]+\s+for\s+)?[&*]*\s*(?:mut\s+|dyn\s+)*(?:[a-z_]\w*::)*(\w+)"
+)
+
+
+def canonical(symbol: str, name: str = "") -> str:
+    """A qualified symbol in one form, ``Type.member``: Rust's ``impl Span::new``,
+    ``impl fmt::Display for Span<T>::fmt`` and ``tests::alt`` become ``Span.new``,
+    ``Span.fmt`` and ``tests.alt`` (``name``, the defined name, tells the member from the
+    type's path); any other language's symbols are already so."""
+    if "::" not in symbol and "impl " not in symbol:
+        return symbol
+    s = symbol
+    while "<" in s:
+        t = _GENERICS.sub("", s)
+        if t == s:
+            break
+        s = t
+    tail = ""
+    if name and s.endswith("::" + name):
+        s, tail = s[: -len(name) - 2], name
+    s = _IMPL.sub(lambda m: m.group(1), s).replace("::", ".")
+    return f"{s}.{tail}" if s and tail else s or tail
+
+
+def _stem(path: str) -> str:
+    stem = _EXT.sub("", path)
+    for tail in _INDEX_STEMS:
+        if stem.endswith(tail):
+            return stem[: -len(tail)]
+    return stem
+
+
+def _suffixes(stem: str) -> Iterable[str]:
+    parts = stem.split("/")
+    for i in range(len(parts)):
+        yield "/".join(parts[i:])
+
+
+class ModulePaths:
+    """The files of each source by every path a module can be written as."""
+
+    def __init__(self, files: Iterable[tuple[str, str]]) -> None:
+        self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for src, path in files:
+            for suffix in _suffixes(_stem(path)):
+                self._modules[(src, suffix)].add(path)
+            directory = posixpath.dirname(path)
+            for suffix in _suffixes(directory) if directory else ("",):
+                self._dirs[(src, suffix)].add(path)
+
+    def files(self, src: str, path: str, module: str) -> set[str]:
+        """Files of ``src`` that the module path written in ``path`` can name."""
+        lang = path.rsplit(".", 1)[-1]
+        if lang in {"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"} and module.startswith(
+            "."
+        ):
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
+            return self._modules.get((src, _stem(rel)), set())
+        if lang == "go":
+            for cut in range(module.count("/") + 1):
+                key = module.split("/", cut)[-1]
+                if (src, key) in self._dirs:
+                    return self._dirs[(src, key)]
+            return set()
+        if lang in {"py", "pyi"} and module.startswith("."):
+            dots = len(module) - len(module.lstrip("."))
+            base = posixpath.dirname(path)
+            for _ in range(dots - 1):
+                base = posixpath.dirname(base)
+            rest = module.lstrip(".").replace(".", "/")
+            rel = posixpath.join(base, rest) if rest else base
+            return self._modules.get((src, _stem(rel + ".py")) if rel else (src, ""), set())
+        if lang == "rs":
+            found = self._rust(src, path, module)
+            if found is not None:
+                return found
+            parts = [p for p in module.split("::") if p not in {"crate", "self", "super", ""}]
+            key = "/".join(parts)
+        else:
+            key = module.replace(".", "/")
+        if not key:
+            return set()
+        found = self._modules.get((src, key), set())
+        if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
+            found = self._dirs.get((src, key), set())
+        return found
+
+    def _rust(self, src: str, path: str, module: str) -> set[str] | None:
+        """The files of a Rust path that starts at ``crate``, ``self`` or ``super``, read
+        from where ``path`` sits: ``crate`` is the folder of the nearest ``lib.rs`` or
+        ``main.rs`` above it, ``self`` the file's own module (``src/hir/mod.rs`` and
+        ``src/hir.rs`` are ``src/hir``), each ``super`` one module up.  None for any other
+        path (an outside crate, or a module in scope: looked up by its name)."""
+        parts = module.split("::")
+        if parts[0] not in {"crate", "self", "super"}:
+            return None
+        here = _EXT.sub("", path)
+        if posixpath.basename(here) in {"mod", "lib", "main"}:
+            here = posixpath.dirname(here)
+        if parts[0] == "crate":
+            base = posixpath.dirname(path)
+            while not self._roots(src, base):
+                if not base:
+                    return set()
+                base = posixpath.dirname(base)
+            parts = parts[1:]
+            if not parts:
+                return self._roots(src, base)
+        else:
+            base = here
+            if parts[0] == "self":
+                parts = parts[1:]
+            while parts and parts[0] == "super":
+                base, parts = posixpath.dirname(base), parts[1:]
+        stem = "/".join([base, *parts] if base else parts)
+        return self._modules.get((src, stem), set()) if stem else self._roots(src, "")
+
+    def _roots(self, src: str, folder: str) -> set[str]:
+        """The crate roots (``lib.rs``, ``main.rs``) in ``folder``."""
+        files = self._dirs.get((src, folder), set())
+        return {
+            f
+            for f in (posixpath.join(folder, "lib.rs"), posixpath.join(folder, "main.rs"))
+            if f in files
+        }
