@@ -12,6 +12,8 @@ output keeps the real string (JSON escapes control characters itself).
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["printable"]
 
@@ -51,3 +53,16 @@ def printable(text: str, *, keep_tab: bool = False) -> str:
     if text.isprintable():  # the common case: nothing to look at
         return text
     return "".join(_escape(c, keep_tab) if _needs_escape(c) else c for c in text)
+
+
+def called_by(callers: Sequence[Mapping[str, Any]], *, ids: bool = False) -> str:
+    """A hit's callers on one line: ``main (app.py:7), Engine.run (pkg/core.py:12)``, each
+    with its chunk id when ``ids``; a guess says so (``by-name``)."""
+    parts = []
+    for c in callers:
+        where = f"{printable(str(c.get('path', '')))}:{c.get('line')}"
+        if ids:
+            where += f", id {c.get('id')}"
+        guess = ", by name" if c.get("how") == "by-name" else ""
+        parts.append(f"{printable(str(c.get('symbol') or '-'))} ({where}{guess})")
+    return ", ".join(parts)

@@ -5,6 +5,9 @@ Real git repositories, a real LanceDB index and the real model (through ``Indexe
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import Indexer, Repo
@@ -12,6 +15,9 @@ from tests.conftest import Indexer, Repo
 from codechunkd.config import Settings
 from codechunkd.storage import schema as S
 from codechunkd.storage.reader import Index
+from codechunkd.storage.request import SearchRequest
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
 
 PKG_INIT = "from .core import Engine\n"
 CORE = '''"""The engine."""
@@ -84,6 +90,32 @@ def test_references_resolve_exact_imported_and_by_name(
         ("pkg/core.py", "imported"),
         ("app.py", "imported"),
     }
+
+
+def test_a_search_with_context_lists_each_hits_callers(
+    repo: Repo, indexer: Indexer, settings: Settings, index_dir: Path
+) -> None:
+    """``--context``: a hit lists the chunks that call what it defines (with their ids, as
+    ``read_chunks`` takes them), in the reader API, ``search --json`` and its text."""
+    _repo(repo)
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    hits = index.run(SearchRequest(query="clean", k=5, mode="text", context=True))
+    [clean] = [h for h in hits if h.symbol == "clean"]
+    assert {(c["symbol"], c["how"]) for c in clean.callers} == {
+        ("helper", "imported"),
+        ("main", "imported"),
+    }
+    assert all(index.get(c["id"]) is not None for c in clean.callers)
+    assert not index.run(SearchRequest(query="clean", k=5, mode="text"))[0].callers
+    cli = [EXE, "search", "clean", "--mode", "text", "--index-dir", str(index_dir), "--context"]
+    got = json.loads(subprocess.run([*cli, "--json"], capture_output=True, check=True).stdout)
+    assert {c["symbol"] for h in got if h["symbol"] == "clean" for c in h["callers"]} == {
+        "helper",
+        "main",
+    }
+    text = subprocess.run(cli, capture_output=True, text=True, check=True).stdout
+    assert "called by: " in text and "helper (pkg/core.py:" in text, text
 
 
 def test_an_edit_replaces_a_files_references_and_a_delete_removes_them(

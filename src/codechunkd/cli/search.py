@@ -179,7 +179,7 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
     through ``display.printable``, so a file name or a chunk holding a newline or an
     escape sequence can neither forge a hit line nor drive the terminal."""
     from codechunkd.chunking.snippet import dedent
-    from codechunkd.display import printable
+    from codechunkd.display import called_by, printable
 
     if not hits:
         print("no results")
@@ -200,6 +200,8 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
         print(f"{where}  {printable(h['symbol'] or '-')}  {h['score']:.4f}{flag}")
         for ctx in h.get("context") or ():
             print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")
+        if h.get("callers"):
+            print(f"    called by: {called_by(h['callers'])}")
         snippet = [line for line in dedent(h["content"]).splitlines() if line.strip()][:4]
         for line in snippet:
             print(f"    {mark(printable(line[:120], keep_tab=True))}")

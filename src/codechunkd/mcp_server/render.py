@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codechunkd.chunking.snippet import dedent
-from codechunkd.display import printable
+from codechunkd.display import called_by, printable
 from codechunkd.storage.request import shown
 
 BUDGET = 24_000
@@ -96,6 +96,8 @@ def render_hits(
             lines.append(
                 f"   in: {printable((str(ctx).splitlines() or [''])[0][:160], keep_tab=True)}"
             )
+        if h.get("callers"):
+            lines.append(f"   called by: {called_by(h['callers'], ids=True)}")
         if h.get("content"):
             lines.append(_fence(dedent(str(h["content"])), str(h.get("language") or "")))
         elif h.get("truncated"):

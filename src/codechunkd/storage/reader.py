@@ -139,10 +139,28 @@ class Index:
             enable=frozenset(request.enable),
         )
         if request.context:
-            hits = self.searcher.with_context(hits)
+            hits = self._with_callers(self.searcher.with_context(hits))
         if request.stale:
             hits = mark_stale(hits)
         return hits
+
+    def _with_callers(self, hits: list[Hit]) -> list[Hit]:
+        """Each hit with the chunks that call what it defines (``--context``)."""
+        out = []
+        for h in hits:
+            found = self.refs.callers_of_chunks(h.symbol, h.ids or (h.id,))
+            callers = tuple(
+                {
+                    "symbol": c.symbol,
+                    "path": c.path,
+                    "line": c.lines[0],
+                    "how": c.how,
+                    "id": c.chunk_id,
+                }
+                for c in found
+            )
+            out.append(replace(h, callers=callers) if callers else h)
+        return out
 
     def get(self, id: str) -> Row | None:
         rows = self.store.rows_by_id([id], ROW_COLUMNS)

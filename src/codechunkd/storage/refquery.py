@@ -15,10 +15,12 @@ from codechunkd.storage.lance_reader import ChunkReader
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, Definition, RefGraph, Use
 from codechunkd.storage.repomap import MapEntry, repo_map
 
-__all__ = ["CALL_KINDS", "Caller", "ReferenceQueries"]
+__all__ = ["CALL_KINDS", "HIT_CALLERS", "Caller", "ReferenceQueries"]
 
 CALL_KINDS = frozenset({"call"})
 """The use kinds that make a caller (a call, ``new``, a decorator, a macro)."""
+HIT_CALLERS = 5
+"""Callers a search hit lists with ``--context``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,25 @@ class ReferenceQueries:
         ]
         out.sort(key=lambda c: (_ORDER[c.how], c.path, c.lines))
         return out
+
+    def callers_of_chunks(self, symbol: str, ids: Sequence[str]) -> list[Caller]:
+        """The callers of the definition of ``symbol`` made by the chunks ``ids`` (a hit's),
+        at most ``HIT_CALLERS``, resolved ones first, each chunk once."""
+        g = self.graph()
+        if not symbol:
+            return []
+        wanted = set(ids)
+        targets = [d for d in g.definitions(symbol) if d.chunk_id in wanted]
+        seen: dict[str, Caller] = {}
+        for u in g.uses_of(targets, set(CALL_KINDS)):
+            if u.chunk_id in wanted or u.chunk_id in seen or u.target is None:
+                continue  # a recursive call is no caller
+            seen[u.chunk_id] = Caller(
+                u.chunk_id, u.chunk_symbol, u.path, (u.line,), u.how, u.target
+            )
+            if len(seen) == HIT_CALLERS:
+                break
+        return list(seen.values())
 
     def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
         """What the definitions of ``symbol`` call, resolved (unresolved calls included)."""

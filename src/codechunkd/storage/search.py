@@ -313,6 +313,11 @@ class Hit:
     """Row ids merged into this hit (adjacent chunks of the same definition)."""
     context: tuple[str, ...] = field(default_factory=tuple)
     """Signatures of the enclosing chunks, outermost first (``--context``)."""
+    callers: tuple[dict[str, Any], ...] = ()
+    """With ``--context``: the chunks that call what this hit defines (at most
+    ``refquery.HIT_CALLERS``; ``symbol``, ``path``, ``line``, ``how``, ``id``), from the
+    references table: resolved ones first, a ``by-name`` guess only when the name can mean
+    nothing else."""
     stale: bool | None = None
     """True when the file on disk no longer matches the indexed blob (``--stale``)."""
 
@@ -320,10 +325,13 @@ class Hit:
         d = asdict(self)
         d["ids"] = list(self.ids)
         d["context"] = list(self.context)
+        d["callers"] = [dict(c) for c in self.callers]
         return d
 
 
-RESULT_COLUMNS = [f.name for f in fields(Hit) if f.name not in {"score", "ids", "context", "stale"}]
+RESULT_COLUMNS = [
+    f.name for f in fields(Hit) if f.name not in {"score", "ids", "context", "callers", "stale"}
+]
 """The ``chunks`` columns a ``Hit`` carries (the rest is computed by the search)."""
 
 
