@@ -422,3 +422,47 @@ def test_java_bare_calls_fields_and_class_qualifiers_resolve_as_javac_does(
     uses = {(u.chunk_symbol, u.line) for u in index.references("Future.State")}
     assert ("Future.state", 7) in uses, uses
     assert all(line != 10 for _, line in uses), uses
+
+
+TS_VALUE = """export class ComputedValue {
+    get(): number {
+        return 1
+    }
+}
+
+export function isComputed(x: unknown): boolean {
+    return x instanceof ComputedValue
+}
+"""
+TS_GET = "export function get(key: string): string {\n    return key\n}\n"
+TS_INTERNAL = 'export * from "./core/computedvalue"\nexport * from "./api/get"\n'
+TS_INDEX = 'export { isComputed, get } from "./internal"\nexport * as internals from "./internal"\n'
+TS_USER = """import { ComputedValue, isComputed, get } from "../internal"
+
+export function use(c: ComputedValue): number {
+    return isComputed(c) ? c.get() + get("k").length : 0
+}
+"""
+
+
+def test_ts_names_pass_through_export_star_barrels(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``import {…} from "../internal"`` where ``internal.ts`` is ``export * from`` lines:
+    the names resolve through the barrel (a function, a class and, on a typed parameter, its
+    method); ``export {a} from`` is a use of ``a``; a barrel passes on what a module exports,
+    never a class's member of the same name (``get`` the function, not ``ComputedValue.get``)."""
+    repo.write("src/core/computedvalue.ts", TS_VALUE)
+    repo.write("src/api/get.ts", TS_GET)
+    repo.write("src/internal.ts", TS_INTERNAL)
+    repo.write("src/index.ts", TS_INDEX)
+    repo.write("src/app/use.ts", TS_USER)
+    repo.commit("ts")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert _callers(index, "isComputed") == {("use", "imported")}
+    assert _callers(index, "ComputedValue.get") == {("use", "imported")}  # c: ComputedValue
+    gets = {(u.path, u.kind, u.target.path) for u in index.references("get") if u.target}
+    assert ("src/app/use.ts", "call", "src/api/get.ts") in gets, gets
+    assert ("src/index.ts", "import", "src/api/get.ts") in gets, gets
+    assert not any(t == "src/core/computedvalue.ts" for _, k, t in gets if k == "import"), gets

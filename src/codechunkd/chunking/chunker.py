@@ -75,7 +75,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 5: Go and TypeScript variables get their class (``binds``: receivers, parameters, ``new``).
 #: 6: Rust: calls in macros' tokens, types named in paths (``Kind::Bell``), ``use m::{self}``.
 #: 7: Java and Rust variables get their class (``binds``); Java class names as qualifiers.
-CHUNKER_VERSION = 7
+#: 8: JS/TS re-exports (``export * from``, ``export {a} from``) are import rows.
+CHUNKER_VERSION = 8
 
 
 def content_hash(text: str) -> ContentHash:

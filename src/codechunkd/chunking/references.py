@@ -25,10 +25,11 @@ composite literal, ``func (b *Writer)``, ``w := &Writer{}``: ``name`` is the cla
 from __future__ import annotations
 
 import functools
-from typing import Final, NamedTuple
+from typing import Final
 
 from tree_sitter import Node, Query, QueryCursor, Tree
 
+from codechunkd.chunking.imports import IMPORTS, Ref
 from codechunkd.chunking.languages import get_language
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
@@ -38,24 +39,6 @@ KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: Names longer than this are not names (minified code, generated tables): skipped.
 _MAX_NAME: Final = 200
-
-
-class Ref(NamedTuple):
-    """One use of a name in a file."""
-
-    name: str
-    """The name used, without qualifier (``join``); for an import, the local name bound."""
-    qualifier: str
-    """Text before the name (``os.path``, ``self``, ``crate::util``); for an import, the
-    name in the module (``""``: the whole module or namespace)."""
-    kind: str
-    """One of :data:`KINDS`."""
-    line: int
-    """1-based line of the name."""
-    byte: int
-    """Byte offset of the name (which chunk holds it)."""
-    module: str = ""
-    """For an import: the module path as written (``.models``, ``./util``, ``net/http``)."""
 
 
 _Q = "(_) @qual"
@@ -109,6 +92,7 @@ _JS_COMMON: Final = [
     ("value", "(arguments (identifier) @name)"),
     ("value", f"(member_expression object: {_Q} property: (property_identifier) @name)"),
     ("import", "(import_statement) @import"),
+    ("import", "(export_statement source: (string)) @import"),  # a re-export: ``export * from``
     (
         "import",
         "(variable_declarator value: (call_expression function: (identifier) @fn"
@@ -313,10 +297,6 @@ def _span(node: Node, source: bytes) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
-def _text(node: Node | None) -> str:
-    return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
-
-
 def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     """The refs of one parsed file, in file order (one per name node)."""
     if language not in QUERIES:
@@ -328,7 +308,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         kind = kinds[index]
         if kind == "import":
             for node in caps.get("import", ()):
-                imports += _IMPORTS[language](node)
+                imports += IMPORTS[language](node)
             continue
         if kind in {"binds", "binds_call", "binds_new"}:  # a variable's type (``ctx: Context``)
             var, typ = caps.get("var"), caps.get("name")
@@ -426,152 +406,3 @@ def _declares(node: Node) -> bool:
         return False
     named = parent.child_by_field_name("name")
     return named is not None and named.start_byte == node.start_byte
-
-
-def _ref(node: Node, name: str, original: str, module: str) -> Ref:
-    return Ref(name, original, "import", node.start_point[0] + 1, node.start_byte, module)
-
-
-def _python_imports(node: Node) -> list[Ref]:
-    """``import a.b [as x]`` binds ``a.b`` (or ``x``); ``from m import y [as z]`` binds ``y``
-    (or ``z``) from module ``m`` (leading dots kept: relative)."""
-    out: list[Ref] = []
-    module = ""
-    if node.type == "import_from_statement":
-        module = _text(node.child_by_field_name("module_name"))
-        if any(c.type == "wildcard_import" for c in node.named_children):
-            return [_ref(node, "*", "", module)]
-    for child in node.children_by_field_name("name"):
-        if child.type == "aliased_import":
-            original = _text(child.child_by_field_name("name"))
-            local = _text(child.child_by_field_name("alias"))
-        else:
-            original = local = _text(child)
-        if node.type == "import_statement":
-            out.append(_ref(child, local, "", original))
-        else:
-            out.append(_ref(child, local, original, module))
-    return out
-
-
-def _js_require(node: Node) -> list[Ref]:
-    """``const x = require('m')`` binds x to m; ``const {a, b: c} = require('m')`` binds
-    a to m's a and c to m's b."""
-    call = node.child_by_field_name("value")
-    args = call.child_by_field_name("arguments") if call is not None else None
-    string = args.named_children[0] if args is not None and args.named_children else None
-    module = _text(string).strip("'\"`")
-    name = node.child_by_field_name("name")
-    if name is None or not module:
-        return []
-    if name.type == "identifier":
-        return [_ref(name, _text(name), "", module)]
-    out = []
-    if name.type == "object_pattern":
-        for part in name.named_children:
-            if part.type == "shorthand_property_identifier_pattern":
-                out.append(_ref(part, _text(part), _text(part), module))
-            elif part.type == "pair_pattern":
-                key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
-                if key is not None and value is not None and value.type == "identifier":
-                    out.append(_ref(part, _text(value), _text(key), module))
-    return out
-
-
-def _js_imports(node: Node) -> list[Ref]:
-    if node.type == "variable_declarator":
-        return _js_require(node)
-    source = node.child_by_field_name("source")
-    module = _text(source).strip("'\"`")
-    out: list[Ref] = []
-    clause = next((c for c in node.named_children if c.type == "import_clause"), None)
-    if clause is None:
-        return out
-    for part in clause.named_children:
-        if part.type == "identifier":
-            out.append(_ref(part, _text(part), "default", module))
-        elif part.type == "namespace_import":
-            ident = next((c for c in part.named_children if c.type == "identifier"), None)
-            if ident is not None:
-                out.append(_ref(ident, _text(ident), "", module))
-        elif part.type == "named_imports":
-            for spec in part.named_children:
-                if spec.type != "import_specifier":
-                    continue
-                original = _text(spec.child_by_field_name("name"))
-                alias = spec.child_by_field_name("alias")
-                out.append(_ref(spec, _text(alias) if alias else original, original, module))
-    return out
-
-
-def _go_imports(node: Node) -> list[Ref]:
-    path = _text(node.child_by_field_name("path")).strip('"`')
-    alias = node.child_by_field_name("name")
-    local = _text(alias) if alias is not None else path.rsplit("/", 1)[-1]
-    return [_ref(node, local, "", path)] if path else []
-
-
-def _rust_imports(node: Node) -> list[Ref]:
-    out: list[Ref] = []
-    argument = node.child_by_field_name("argument")
-    if argument is not None:
-        _rust_use(argument, "", out)
-    return out
-
-
-def _join(a: str, b: str) -> str:
-    return f"{a}::{b}" if a and b else a or b
-
-
-def _rust_use(node: Node, prefix: str, out: list[Ref]) -> None:
-    """Walk one use tree: ``a::b::{C, D as E, f::*}``."""
-    kind = node.type
-    if kind == "self" and prefix:  # ``use crate::ast::{self, …}`` binds ``ast``
-        module, _, name = prefix.rpartition("::")
-        out.append(_ref(node, name, name, module))
-    elif kind in {"identifier", "self", "crate", "super"}:
-        name = _text(node)
-        out.append(_ref(node, name, name, prefix))
-    elif kind == "scoped_identifier":
-        path = _join(prefix, _text(node.child_by_field_name("path")))
-        name = _text(node.child_by_field_name("name"))
-        out.append(_ref(node, name, name, path))
-    elif kind == "use_as_clause":
-        inner = node.child_by_field_name("path")
-        alias = _text(node.child_by_field_name("alias"))
-        full = _join(prefix, _text(inner))
-        path, _, name = full.rpartition("::")
-        out.append(_ref(node, alias, name, path))
-    elif kind == "use_wildcard":
-        path = _join(prefix, _text(node.named_children[0]) if node.named_children else "")
-        out.append(_ref(node, "*", "", path))
-    elif kind == "scoped_use_list":
-        path = _join(prefix, _text(node.child_by_field_name("path")))
-        lst = node.child_by_field_name("list")
-        if lst is not None:
-            _rust_use(lst, path, out)
-    elif kind == "use_list":
-        for child in node.named_children:
-            _rust_use(child, prefix, out)
-
-
-def _java_imports(node: Node) -> list[Ref]:
-    named = [c for c in node.named_children if c.type in {"scoped_identifier", "identifier"}]
-    if not named:
-        return []
-    full = _text(named[0])
-    if any(c.type == "asterisk" for c in node.named_children):
-        return [_ref(node, "*", "", full)]
-    module, _, name = full.rpartition(".")
-    return [_ref(node, name, name, module)]
-
-
-_IMPORTS: Final = {
-    "python": _python_imports,
-    "javascript": _js_imports,
-    "typescript": _js_imports,
-    "tsx": _js_imports,
-    "go": _go_imports,
-    "rust": _rust_imports,
-    "java": _java_imports,
-}

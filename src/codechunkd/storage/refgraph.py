@@ -41,6 +41,9 @@ _PACKAGE_SCOPED: Final = frozenset({"go", "java"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java"})
 _MEMBER: Final = re.compile(r"\.|::")
+#: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
+#: package's ``__init__.py`` (``from .x import *``).
+_REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx", "__init__.py")
 COLUMNS: Final = [
     "source",
     "path",
@@ -409,8 +412,13 @@ class RefGraph:
             if defs:
                 found += defs
                 continue
-            for j in self._imports.get((src, file), {}).get(name, ()):
+            imports = self._imports.get((src, file), {})
+            for j in imports.get(name, ()):
                 found += self._in_module(src, file, self._mod[j], self._qual[j] or name, depth + 1)
+            if not found and file.endswith(_REEXPORTS):  # ``export * from``, an index file
+                for j in imports.get("*", ()):  # passes on what a module exports: no members
+                    sub = self._in_module(src, file, self._mod[j], name, depth + 1)
+                    found += [k for k in sub if "." not in self._sym[k]]
         return found
 
     # -- queries ----------------------------------------------------------
