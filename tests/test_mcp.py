@@ -646,3 +646,37 @@ def test_hit_text_escapes_control_characters_in_names() -> None:
     text = render_hits("f", [hit], "index", [])
     assert not any(line.startswith(forged) for line in text.splitlines()), text
     assert "evil\\n2. x.py" in text and "\x1b" not in text
+
+
+def test_the_warm_up_loads_nothing_for_a_daemon_or_a_remote_model(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """``Backend.warm`` opens the index only where it is the one to answer with a local
+    model: not beside a daemon's socket, not for the ``remote`` backend (a server that does
+    not answer would hold the index behind its retries)."""
+    from codechunkd.config import load_settings
+    from codechunkd.mcp_server import Backend
+
+    base = {"index.dir": str(index_dir)}
+    remote = load_settings(
+        env={},
+        overrides={
+            **base,
+            "embedding.backend": "remote",
+            "embedding.remote_url": "http://127.0.0.1:9/v1",
+            "embedding.remote_model": "m",
+        },
+    )
+    backend = Backend(remote)
+    backend.warm()
+    assert backend._index is None
+    local = Backend(load_settings(env={}, overrides=base))
+    local.paths.socket.parent.mkdir(parents=True, exist_ok=True)
+    local.paths.socket.touch()  # a daemon's socket: its model answers
+    try:
+        local.warm()
+        assert local._index is None
+    finally:
+        local.paths.socket.unlink()
+    local.warm()
+    assert local._index is not None

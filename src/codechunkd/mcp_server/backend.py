@@ -59,9 +59,10 @@ class Backend:
         the query model, Lance's index files and the stale check's git library are then loaded
         when an agent's first search comes.  What this costs is paid by the first search
         anyway; a daemon that is there answers searches with its own model, so nothing is
-        loaded here.  Never raises: a missing index or a model that cannot load is left for
-        the tool call to report."""
-        if self.paths.socket.exists():
+        loaded here; nor with the ``remote`` backend, whose model lives on its server (a
+        server that does not answer would hold the index behind its retries).  Never raises:
+        a missing index or a model that cannot load is left for the tool call to report."""
+        if self.paths.socket.exists() or self.settings.embedding.backend == "remote":
             return
         t0 = time.monotonic()
         try:
