@@ -106,12 +106,18 @@ def _js_imports(node: Node) -> list[Ref]:
             if ident is not None:
                 out.append(_ref(ident, _text(ident), "", module))
         elif part.type == "named_imports":
-            for spec in part.named_children:
-                if spec.type != "import_specifier":
-                    continue
-                original = _text(spec.child_by_field_name("name"))
-                alias = spec.child_by_field_name("alias")
-                out.append(_ref(spec, _text(alias) if alias else original, original, module))
+            out += _specifiers(part, "import_specifier", module)
+    return out
+
+
+def _specifiers(clause: Node, kind: str, module: str) -> list[Ref]:
+    """``{a, b as c}`` of an import or a re-export: a (m's a) and c (m's b)."""
+    out = []
+    for spec in clause.named_children:
+        if spec.type == kind:
+            original = _text(spec.child_by_field_name("name"))
+            alias = spec.child_by_field_name("alias")
+            out.append(_ref(spec, _text(alias) if alias else original, original, module))
     return out
 
 
@@ -120,16 +126,9 @@ def _js_reexports(node: Node, module: str) -> list[Ref]:
     'm'`` passes a and c (m's b) on; ``export * as ns from 'm'`` binds ns to m."""
     if not module:
         return []
-    out: list[Ref] = []
     for part in node.named_children:
         if part.type == "export_clause":
-            for spec in part.named_children:
-                if spec.type != "export_specifier":
-                    continue
-                original = _text(spec.child_by_field_name("name"))
-                alias = spec.child_by_field_name("alias")
-                out.append(_ref(spec, _text(alias) if alias else original, original, module))
-            return out
+            return _specifiers(part, "export_specifier", module)
         if part.type == "namespace_export":
             ident = next((c for c in part.named_children if c.type == "identifier"), None)
             return [_ref(ident, _text(ident), "", module)] if ident is not None else []

@@ -282,13 +282,15 @@ def _query(language: str) -> tuple[Query, tuple[str, ...]]:
     return query, tuple(k for k, _ in patterns)
 
 
-def _qualifier(node: Node, source: bytes) -> str:
-    """The text before a used name, whitespace folded, at most ``_MAX_NAME`` characters.
+def _qualifier(node: Node, source: bytes, end: int | None = None) -> str:
+    """The text before a used name (``node``'s, or from its start to byte ``end``),
+    whitespace folded, at most ``_MAX_NAME`` characters.
 
     Read from the head of ``source`` alone: ``node.text`` copies the whole expression, and
     in a chain of calls each call's object holds the calls inside it, so copying each whole
     was quadratic in the chain (a third of a first index's time on the standard library)."""
-    head = source[node.start_byte : min(node.end_byte, node.start_byte + 8 * _MAX_NAME)]
+    stop = node.end_byte if end is None else end
+    head = source[node.start_byte : min(stop, node.start_byte + 8 * _MAX_NAME)]
     return " ".join(head.decode("utf-8", "replace").split())[:_MAX_NAME]
 
 
@@ -392,12 +394,7 @@ def _token_call(node: Node, args: list[Node] | None, source: bytes) -> tuple[str
         return "call", ""
     dot = node.prev_sibling
     assert dot is not None
-    return "call", _qualifier_between(start, dot, source)
-
-
-def _qualifier_between(start: Node, end: Node, source: bytes) -> str:
-    head = source[start.start_byte : min(end.start_byte, start.start_byte + 8 * _MAX_NAME)]
-    return " ".join(head.decode("utf-8", "replace").split())[:_MAX_NAME]
+    return "call", _qualifier(start, source, end=dot.start_byte)
 
 
 def _declares(node: Node) -> bool:

@@ -56,7 +56,7 @@ def chunk_workers(settings: Settings) -> int:
     n = settings.index.chunk_workers
     if n:
         return n
-    return max(1, min(usable_cpus(), AUTO_MAX))
+    return min(usable_cpus(), AUTO_MAX)
 
 
 def _worker_init(log_level: int) -> None:

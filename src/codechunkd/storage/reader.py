@@ -146,21 +146,11 @@ class Index:
 
     def _with_callers(self, hits: list[Hit]) -> list[Hit]:
         """Each hit with the chunks that call what it defines (``--context``)."""
-        out = []
-        for h in hits:
-            found = self.refs.callers_of_chunks(h.symbol, h.ids or (h.id,))
-            callers = tuple(
-                {
-                    "symbol": c.symbol,
-                    "path": c.path,
-                    "line": c.lines[0],
-                    "how": c.how,
-                    "id": c.chunk_id,
-                }
-                for c in found
-            )
-            out.append(replace(h, callers=callers) if callers else h)
-        return out
+        found = self.refs.callers_of_hits([(h.symbol, h.ids or (h.id,)) for h in hits])
+        return [
+            replace(h, callers=tuple(c.as_hit_caller() for c in callers)) if callers else h
+            for h, callers in zip(hits, found, strict=True)
+        ]
 
     def get(self, id: str) -> Row | None:
         rows = self.store.rows_by_id([id], ROW_COLUMNS)

@@ -119,7 +119,9 @@ class RefGraph:
         self._sym: list[str] = [
             canon[q] if k == DEFINITION else q for q, k in zip(self._qual, self._kind, strict=True)
         ]
-        self._owner: list[str] = [canon.get(q) or canonical(q) for q in self._csym]
+        self._owner: list[str] = [
+            canon[q] if q in canon else canon.setdefault(q, canonical(q)) for q in self._csym
+        ]
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
         self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         self._memo: dict[int, tuple[list[int], str]] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from codechunkd.storage.lance_reader import ChunkReader
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, Definition, RefGraph, Use
@@ -33,6 +34,16 @@ class Caller:
     lines: tuple[int, ...]
     how: str
     target: Definition
+
+    def as_hit_caller(self) -> dict[str, Any]:
+        """What a search hit lists of it (``Hit.callers``)."""
+        return {
+            "symbol": self.symbol,
+            "path": self.path,
+            "line": self.lines[0],
+            "how": self.how,
+            "id": self.chunk_id,
+        }
 
 
 class ReferenceQueries:
@@ -91,24 +102,28 @@ class ReferenceQueries:
         out.sort(key=lambda c: (_ORDER[c.how], c.path, c.lines))
         return out
 
-    def callers_of_chunks(self, symbol: str, ids: Sequence[str]) -> list[Caller]:
-        """The callers of the definition of ``symbol`` made by the chunks ``ids`` (a hit's),
-        at most ``HIT_CALLERS``, resolved ones first, each chunk once."""
+    def callers_of_hits(self, hits: Sequence[tuple[str, Sequence[str]]]) -> list[list[Caller]]:
+        """For each hit, given as (symbol, its chunk ids): the callers of the definition of
+        ``symbol`` those chunks make, at most ``HIT_CALLERS``, resolved ones first, each
+        chunk once (a recursive call is no caller).  One graph for all of them."""
+        if not any(symbol for symbol, _ in hits):
+            return [[] for _ in hits]
         g = self.graph()
-        if not symbol:
-            return []
-        wanted = set(ids)
-        targets = [d for d in g.definitions(symbol) if d.chunk_id in wanted]
-        seen: dict[str, Caller] = {}
-        for u in g.uses_of(targets, set(CALL_KINDS)):
-            if u.chunk_id in wanted or u.chunk_id in seen or u.target is None:
-                continue  # a recursive call is no caller
-            seen[u.chunk_id] = Caller(
-                u.chunk_id, u.chunk_symbol, u.path, (u.line,), u.how, u.target
-            )
-            if len(seen) == HIT_CALLERS:
-                break
-        return list(seen.values())
+        out: list[list[Caller]] = []
+        for symbol, ids in hits:
+            wanted = set(ids)
+            targets = [d for d in g.definitions(symbol) if d.chunk_id in wanted] if symbol else []
+            seen: dict[str, Caller] = {}
+            for u in g.uses_of(targets, set(CALL_KINDS)):
+                if u.chunk_id in wanted or u.chunk_id in seen or u.target is None:
+                    continue
+                seen[u.chunk_id] = Caller(
+                    u.chunk_id, u.chunk_symbol, u.path, (u.line,), u.how, u.target
+                )
+                if len(seen) == HIT_CALLERS:
+                    break
+            out.append(list(seen.values()))
+        return out
 
     def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
         """What the definitions of ``symbol`` call, resolved (unresolved calls included)."""
