@@ -5,7 +5,7 @@
 
 Reads the index that ``search_quality.py --keep`` built, takes each query's vector and
 full-text rankings once (``Searcher._vector``/``_text``, the product's own retrievers), then
-fuses them as ``Searcher.search`` does (RRF, glue weight, ``merge_adjacent``) under each
+fuses them as ``Searcher.search`` did in #17 (RRF, glue weight, ``merge_adjacent``) under each
 candidate prose rule, for queries that do not ask for docs (``wants_prose``).  Prints R@5
 of code-seeking and doc-seeking queries per rule; ``old`` is the ranking before #17 and
 ``query_verb w=0.7`` the rule ``Searcher.search`` keeps (``asks_for_code``,
@@ -53,8 +53,6 @@ from codechunkd.embedding.embedder import make_embedder
 from codechunkd.storage.search import (
     PROSE_LANGUAGES,
     PROSE_WEIGHT,
-    RRF_K,
-    TEXT_WEIGHT,
     Filters,
     Hit,
     Searcher,
@@ -68,6 +66,11 @@ from codechunkd.storage.store import IndexStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from search_quality import SPLITS, THIRD_PARTY, Query, build_repo
+
+RRF_K = 60
+TEXT_WEIGHT = 1.2
+"""The rank fusion of #17 that this bench scores (RRF k, the text ranking's weight);
+``Searcher.search`` has blended score shares since #29 (``storage/fusion.py``)."""
 
 Rows = list[dict[str, Any]]
 Rule = Callable[

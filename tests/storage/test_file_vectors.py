@@ -9,9 +9,8 @@ import pytest
 from tests.conftest import Indexer, Repo
 
 from codechunkd.config import load_settings
-from codechunkd.storage.file_vectors import FILE_WEIGHT, FileVectors
+from codechunkd.storage.file_vectors import FILE_K, FILE_WEIGHT, FileVectors
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import RRF_K
 
 # a file about one thing, in several small functions
 SPREADSHEET = """\
@@ -80,10 +79,10 @@ ON = ["file_vector"]
 
 
 def test_a_files_best_chunk_gains_its_files_rank_by_the_files_centroid(index: Index) -> None:
-    """With the rule, the best chunk of each file gains ``FILE_WEIGHT / (RRF_K + rank)``, the
-    rank being its file's among the candidates' files by the cosine of the query to the
-    normalized mean of the file's chunk vectors (computed here from the table); the file's
-    other chunks keep their scores."""
+    """With the rule, the best chunk of each file gains ``FILE_WEIGHT * (FILE_K + 1) /
+    (FILE_K + rank + 1)``, the rank being its file's among the candidates' files by the
+    cosine of the query to the normalized mean of the file's chunk vectors (computed here
+    from the table); the file's other chunks keep their scores."""
     on = index.search(QUERY, k=30, disable=["file_saturation"], enable=ON)
     off = index.search(QUERY, k=30, disable=["file_saturation"])
     assert {h.id for h in on} == {h.id for h in off}
@@ -105,7 +104,7 @@ def test_a_files_best_chunk_gains_its_files_rank_by_the_files_centroid(index: In
     ranked = sorted(cos, key=lambda p: -cos[p])
     for rank, path in enumerate(ranked):
         (term,) = gained[path]
-        assert term == pytest.approx(FILE_WEIGHT / (RRF_K + rank + 1), abs=2e-4), (path, cos)
+        assert term == pytest.approx(FILE_WEIGHT * (FILE_K + 1) / (FILE_K + rank + 1), abs=2e-4)
 
 
 def test_the_file_about_the_question_gains_more_than_a_file_with_one_matching_chunk(

@@ -6,11 +6,13 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.conftest import Indexer, Repo
 
+from codechunkd.storage.fusion import TEXT_WEIGHT, VECTOR_WEIGHT
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, RRF_K, TEXT_WEIGHT, Mode
+from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, Mode
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
@@ -67,19 +69,32 @@ def test_hybrid_beats_vector_and_text_alone(index: Index) -> None:
     assert hybrid > text, (hybrid, vector, text)
 
 
-def test_the_text_ranking_counts_text_weight_in_the_fusion(index: Index) -> None:
-    """In text mode a definition at rank r of the full-text ranking scores
-    TEXT_WEIGHT / (RRF_K + r + 1), in vector mode 1 / (RRF_K + r + 1): the text ranking's
-    weight is applied to it, not to the vector ranking (the ranking stage's rules, which
-    scale scores after the fusion, off)."""
+def test_a_retrievers_score_shares_are_weighted_in_the_fusion(index: Index) -> None:
+    """With the ranking rules off, a hit's score in text mode is TEXT_WEIGHT times its BM25
+    score over the best one's, and in vector mode VECTOR_WEIGHT times where its cosine sits
+    between the candidates' worst and best: the first hit scores the weight, the others
+    less, by how far behind they are (not by their place)."""
     query = "translate a shell wildcard pattern into a regular expression"
-    after_fusion = ["test_prior", "file_saturation", "symbol_in_query"]
-    for mode, weight in ((Mode.TEXT, TEXT_WEIGHT), (Mode.VECTOR, 1.0)):
-        hits = index.search(query, k=10, mode=mode, disable=after_fusion)
-        defs = [h for h in hits if h.kind == "function" and h.language == "python"]
-        assert len(defs) >= 3, (mode, [(h.kind, h.symbol) for h in hits])
-        places = [weight / h.score - RRF_K - 1 for h in defs]  # r, when weighted so
-        assert all(abs(r - round(r)) < 0.1 and r > -0.1 for r in places), (mode, places)
+    rules = ["glue", "prose", "symbol", "test_prior", "file_saturation"]
+    for mode, weight in ((Mode.TEXT, TEXT_WEIGHT), (Mode.VECTOR, VECTOR_WEIGHT)):
+        hits = index.search(query, k=10, mode=mode, disable=rules)
+        assert len(hits) >= 5, mode
+        assert hits[0].score == pytest.approx(weight, abs=1e-5), mode
+        assert all(0 <= h.score <= weight + 1e-5 for h in hits), mode
+    # the vector shares are the cosines, rescaled: computed here from the table
+    vector = index.embedder.embed([query])[0]
+    vector = vector / np.linalg.norm(vector)
+    table = index.store.select("synthetic = false", ["id", "vector"])
+    cos = {
+        r["id"]: float(np.asarray(r["vector"]) @ vector / np.linalg.norm(r["vector"]))
+        for r in table
+    }
+    hits = index.search(query, k=10, mode=Mode.VECTOR, disable=rules)
+    top, second = hits[0], hits[1]
+    slope = (top.score - second.score) / (cos[top.id] - cos[second.id])
+    assert slope > 0
+    for h in hits:
+        assert h.score == pytest.approx(top.score - slope * (cos[top.id] - cos[h.id]), abs=2e-3)
 
 
 def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
@@ -88,15 +103,20 @@ def test_a_query_naming_a_function_finds_it_first(index: Index) -> None:
         assert index.search(name, k=3)[0].symbol == name
 
 
-def test_glue_scores_are_scaled_below_any_definition_of_the_same_ranks(index: Index) -> None:
-    """Module glue chunks score at most GLUE_WEIGHT of the best fused score, below a
-    definition."""
-    hits = index.search("module imports, constants and the __all__ list", k=30)
-    glue = [h for h in hits if h.kind in GLUE_KINDS]
-    assert glue, [h.kind for h in hits]  # the query does reach module code
-    # first in both rankings is the best a chunk can do; glue gets GLUE_WEIGHT of it
-    assert all(h.score <= GLUE_WEIGHT * (1 + TEXT_WEIGHT) / (RRF_K + 1) + 1e-5 for h in glue)
-    assert any(h.kind == "function" and h.score > max(g.score for g in glue) for h in hits)
+def test_glue_scores_are_scaled_by_the_glue_weight(index: Index) -> None:
+    """Module glue chunks score GLUE_WEIGHT of what they score with the glue rule off, so at
+    most GLUE_WEIGHT of the best fused score, while a definition keeps its score."""
+    query = "module imports, constants and the __all__ list"
+    after = ["file_saturation", "test_prior"]  # rules that look at the other hits
+    on = {h.id: h for h in index.search(query, k=30, disable=after)}
+    off = {h.id: h for h in index.search(query, k=30, disable=[*after, "glue"])}
+    glue = [rid for rid, h in on.items() if h.kind in GLUE_KINDS and rid in off]
+    defs = [rid for rid, h in on.items() if h.kind == "function" and rid in off]
+    assert glue and defs, [h.kind for h in on.values()]  # the query reaches both
+    for rid in glue:
+        assert on[rid].score == pytest.approx(GLUE_WEIGHT * off[rid].score, abs=2e-5), rid
+        assert on[rid].score <= GLUE_WEIGHT * (VECTOR_WEIGHT + TEXT_WEIGHT) + 1e-5
+    assert all(on[rid].score == pytest.approx(off[rid].score, abs=1e-5) for rid in defs)
 
 
 def test_full_text_matches_the_words_of_the_context_header(index: Index) -> None:

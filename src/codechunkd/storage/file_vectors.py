@@ -5,8 +5,8 @@ file whose code as a whole is about the question is likelier the answer than a b
 with one chunk that happens to match (bench/questions.py judges files). The ``file_vector``
 rule (opt-in, ``storage/ranking.py``) ranks the candidates' files by the cosine of the
 query vector to the file's centroid (the normalized mean of its chunks' vectors) and adds
-that ranking, RRF-style, to each file's best chunk: the fusion of a third ranking, of files
-(the file's other chunks keep their own evidence, so a weak chunk is not lifted).
+that ranking, as a reciprocal-rank term, to each file's best chunk: a third ranking, of
+files (the file's other chunks keep their own evidence, so a weak chunk is not lifted).
 
 It is opt-in because the two benches disagree: on bench/questions.py's tune split it lifts
 NDCG@10 0.814 -> 0.830 (Python, Go, JavaScript and TypeScript, no repository lower), but
@@ -35,8 +35,11 @@ from codechunkd.storage.rows import in_list
 if TYPE_CHECKING:
     from codechunkd.storage.lance_reader import ChunkReader
 
-FILE_WEIGHT = 1.0
-"""Weight of the file ranking in the RRF sum (the chunk vector ranking's is 1)."""
+FILE_WEIGHT = 0.45
+"""What the best-ranked file's best chunk gains (a fused score is at most 1): the file at
+rank r gains ``FILE_WEIGHT * (FILE_K + 1) / (FILE_K + r + 1)``."""
+FILE_K = 60
+"""How slowly the file term falls with the file's rank (the reciprocal-rank constant)."""
 CACHED = 8192
 """Centroids a reader keeps (1.5 KiB each at 384 dimensions)."""
 _BATCH = 256
@@ -100,11 +103,10 @@ def file_terms(
     scores: Mapping[str, float],
     vector: npt.NDArray[np.float32],
     vectors: FileVectors,
-    rrf_k: int,
 ) -> dict[str, float]:
-    """Best row id of each file -> its file's RRF term: the files of ``rows`` ranked by their
-    centroid's cosine to the query ``vector`` (ties by blob), ``FILE_WEIGHT / (rrf_k +
-    rank)``; a file's best row is its highest in ``scores`` (ties by id)."""
+    """Best row id of each file -> its file's term: the files of ``rows`` ranked by their
+    centroid's cosine to the query ``vector`` (ties by blob), ``FILE_WEIGHT * (FILE_K + 1)
+    / (FILE_K + rank + 1)``; a file's best row is its highest in ``scores`` (ties by id)."""
     blobs = {row["blob"] for row in rows.values()}
     cents = vectors.centroids(sorted(blobs))
     if not cents:
@@ -116,7 +118,7 @@ def file_terms(
     q = q / norm
     sims = {b: float(c @ q) for b, c in cents.items()}
     ranked = sorted(sims, key=lambda b: (-sims[b], b))
-    term = {b: FILE_WEIGHT / (rrf_k + rank + 1) for rank, b in enumerate(ranked)}
+    term = {b: FILE_WEIGHT * (FILE_K + 1) / (FILE_K + rank + 1) for rank, b in enumerate(ranked)}
     best: dict[str, str] = {}
     for rid in sorted(rows, key=lambda r: (-scores.get(r, 0.0), r)):
         best.setdefault(rows[rid]["blob"], rid)

@@ -4,20 +4,17 @@ Readers never take the writer lock; their handles use strong read consistency
 (``read_consistency_interval=0``) so each query sees the latest commit, and a
 commit replaces a file's rows atomically, so no query sees a file half-updated.
 
-Fusion is reciprocal rank fusion (RRF, k=60) of the vector and full-text rankings, the
-text ranking weighted :data:`TEXT_WEIGHT`, plus a boost for chunks whose symbol the query
-names exactly (or by prefix): a query that names a function finds it first.  Definitions come first:
-the fused score of code that is not a definition (module code, the glue of a
-class body, later pieces of a split definition) is scaled by
+Fusion (``storage/fusion.py``) blends the two retrievers' score shares into one score; then
+a boost for chunks whose symbol the query names exactly (or by prefix): a query that names a
+function finds it first.
+Definitions come first: the fused score of code that is not a definition (module code, the
+glue of a class body, later pieces of a split definition) is scaled by
 :data:`GLUE_WEIGHT`, so such a chunk outranks a definition only when it is
 clearly the better match (see :func:`kind_weight`).  Code comes before prose for a
 code question: when a query starts as code questions do (:func:`asks_for_code`: "Parse …",
 "Returns …", "Helper to …") and does not ask for docs (:func:`wants_prose`), a docs section's
-fused score is scaled by :data:`PROSE_WEIGHT`; other queries leave prose as it is.  On
-bench/search_quality.py's three held-out splits together, default search ranks the answer
-of 0.639 of code questions in the top 5 against 0.650 with a Python filter, and doc
-questions went 0.638 -> 0.651 (docs/operations.md, "Ranking: code before the prose that
-describes it", and Measured).
+fused score is scaled by :data:`PROSE_WEIGHT`; other queries leave prose as it is
+(docs/operations.md, "Ranking: code before the prose that describes it", and Measured).
 """
 
 from __future__ import annotations
@@ -35,23 +32,21 @@ import numpy.typing as npt
 from codechunkd.storage import ranking
 from codechunkd.storage.file_vectors import FileVectors, file_terms
 from codechunkd.storage.fulltext import code_words
+from codechunkd.storage.fusion import (
+    TEXT_WEIGHT,
+    VECTOR_WEIGHT,
+    Ranking,
+    fuse,
+    shares,
+    spread,
+    vectorless_stand_in,
+)
 from codechunkd.storage.globs import glob_to_like, path_filter
 from codechunkd.storage.rows import quote
 
 if TYPE_CHECKING:
     from codechunkd.storage.lance_reader import ChunkReader
 
-RRF_K = 60
-"""The RRF constant.  Smaller ones (30, 20, 10) lost code questions on the tune split
-(0.774-0.777 R@5 against 0.781-0.796 at 60, whatever the text weight) and text-alone R@5 on
-Go and TypeScript (bench/prose_rules.py --fusion)."""
-TEXT_WEIGHT = 1.2
-"""Weight of the full-text ranking in the RRF sum (the vector ranking's is 1).  1.2 with
-:data:`PROSE_WEIGHT` 0.7 lifted code questions on the tune split 0.781 -> 0.796 R@5 (MRR
-0.642 -> 0.653) and kept doc questions at 0.584 (MRR 0.431 -> 0.440); on bench/code_search.py
-it raised Go hybrid MRR 0.588 -> 0.597, above text alone (0.593), and kept hybrid R@5 at or
-above the better of text and vector on Go, TypeScript and JavaScript (docs/operations.md,
-Measured).  1.1-1.3 score alike; 1.5 drops code questions back."""
 CANDIDATES = 100
 """Rows each retriever hands the fusion (at least 4 k).  A docs section that ranks in a
 retriever's list pushes code down it, and a code chunk past the list's end loses that
@@ -59,10 +54,14 @@ retriever's share of its fused score; 100 rather than 50 kept code questions on 
 split (0.799 R@5) and lifted doc ones 0.584 -> 0.589 (200: code 0.792); on the held-out
 splits code 0.640 -> 0.647 and 0.561 -> 0.589, doc 0.692 -> 0.705 and 0.634 -> 0.661, for
 ~10% more search time (docs/operations.md, Measured)."""
-SYMBOL_EXACT_BOOST = 1.0
-SYMBOL_PREFIX_BOOST = 0.02
-SYMBOL_IN_SENTENCE_BOOST = 0.5
-"""Added to a definition whose name a sentence mentions as code (:func:`code_names`)."""
+SYMBOL_EXACT_BOOST = 2.0
+"""Added to a chunk whose symbol the query names: above any fused score (at most 1) and a
+prefix nudge together."""
+SYMBOL_PREFIX_BOOST = 0.55
+"""Added to a chunk whose symbol starts with the name the query is: a nudge."""
+SYMBOL_IN_SENTENCE_BOOST = 1.0
+"""Added to a definition of a code name a sentence mentions (opt-in ``symbol_in_query``):
+half a named symbol's."""
 _NAME = re.compile(
     r"`([^`\s]{2,80})`|\b([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*)"
 )
@@ -128,7 +127,7 @@ codechunkd's dense, BM25 and hybrid Recall@5 and MRR on all three."""
 
 PROSE_LANGUAGES = frozenset({"markdown", "rst", "text"})
 """Languages of documentation rather than code."""
-PROSE_WEIGHT = 0.7
+PROSE_WEIGHT = 0.6
 """Scale of a prose chunk's fused score for a query that asks for code (:func:`asks_for_code`
 and not :func:`wants_prose`); other queries leave prose as it is.  A fixed weight on every
 query cost doc-seeking questions a third of their Recall@5 (0.7: doc 0.595 -> 0.395 on the
@@ -136,10 +135,13 @@ tune split), and rules that weigh only the hits (agreement of the retrievers, co
 code strength, the share of prose at the top, a prose hit lifting the code it names) cost
 them too; deciding from the query's first word lifted code questions 0.766 -> 0.788 and
 left doc questions at 0.595 (bench/prose_rules.py, tune split; docs/operations.md,
-Measured).  With the code tokenizer and :data:`TEXT_WEIGHT` 1.2, 0.7 keeps doc questions
-at today's 0.584 (0.589 at 0.8, 0.584 at 0.75) and ranks the most code questions in the top
+Measured).  With the code tokenizer and rank fusion (text weight 1.2), 0.7 kept doc
+questions at 0.584 (0.589 at 0.8, 0.584 at 0.75) and ranks the most code questions in the top
 5 (0.796; 0.792 at 0.75, 0.785 at 0.8); with the text weight at 1.0 it cost doc questions
-one (0.579).  On held-out it showed no gain (module docstring)."""
+one (0.579).  On held-out it showed no gain (module docstring).  With score shares in place
+of rank fusion (#29) a weight moves a hit further than a rank or two, and 0.6 ranks more
+code questions in the top 5 than 0.7 (tune: 0.715 against 0.704; 0.5: 0.715) with doc
+questions the same (0.563; 0.5: 0.558)."""
 _CODE_VERB_WORDS = """
 add allocate append apply assemble attach attempt bind build cache calculate call check
 clear clone close collect combine compare compute connect construct consume convert copy
@@ -342,37 +344,6 @@ def _rows_to_hits(rows: Sequence[dict[str, Any]], scores: dict[str, float]) -> l
     ]
 
 
-def vectorless_stand_in(text_rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A ranking that places each text hit without a vector (written text first, filled in
-    later: ``storage/coverage.py``) where the full text ranked it, and nothing else.
-
-    Fused with the vector ranking, it gives such a chunk the vector share it would have had
-    at the rank its text earned: fair to it (it is not pushed below every chunk with a
-    vector), and the answer of an index with no vectors at all is the full-text answer.
-    A hit's rank is its place in ``text_rows`` (the gaps of vectored hits keep it)."""
-    return [row if row.get("embedding_model", "") is None else {"id": _HOLE} for row in text_rows]
-
-
-_HOLE = "\0"
-"""The id of a place held in ``vectorless_stand_in`` (no row has it: it is dropped)."""
-
-
-def _fuse(
-    ranked: Sequence[tuple[list[dict[str, Any]], float]],
-) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """Reciprocal rank fusion: each row's weighted RRF sum over ``ranked`` (a place held in
-    ``vectorless_stand_in`` is skipped), and the first row seen of each id."""
-    scores: dict[str, float] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    for retrieved, weight in ranked:
-        for rank, row in enumerate(retrieved):
-            if row["id"] == _HOLE:
-                continue
-            scores[row["id"]] = scores.get(row["id"], 0.0) + weight / (RRF_K + rank + 1)
-            rows.setdefault(row["id"], row)
-    return scores, rows
-
-
 def _weigh(
     scores: dict[str, float], rows: dict[str, dict[str, Any]], prose: float, *, glue: bool
 ) -> None:
@@ -423,7 +394,7 @@ class Searcher:
         if not headers:  # synthetic class headers rank leaf chunks down (measured -0.02..0.04 R@5)
             where = "synthetic = false" + (f" AND {named}" if named else "")
         ranked = self._retrieve(text, vector, max(4 * k, CANDIDATES), where, mode)
-        scores, rows = _fuse(ranked)
+        scores, rows = fuse(ranked)
         code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
         prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0
         _weigh(scores, rows, prose, glue="glue" in rules)
@@ -433,7 +404,7 @@ class Searcher:
             rows[row["id"]] = row
         candidates = {rid: rows[rid] for rid in scores if rid in rows}
         if "file_vector" in rules and vector is not None and mode is not Mode.TEXT:
-            for rid, term in file_terms(candidates, scores, vector, self.files, RRF_K).items():
+            for rid, term in file_terms(candidates, scores, vector, self.files).items():
                 scores[rid] += term
         final = ranking.adjust(candidates, scores, text, rules)
         hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
@@ -448,10 +419,10 @@ class Searcher:
         n: int,
         where: str | None,
         mode: Mode,
-    ) -> list[tuple[list[dict[str, Any]], float]]:
-        """The rankings to fuse, each with its weight: the vector one, the full-text one and,
-        in hybrid mode, the full text's stand-in for chunks without a vector yet."""
-        ranked: list[tuple[list[dict[str, Any]], float]] = []  # (ranking, its weight)
+    ) -> list[Ranking]:
+        """The rankings to fuse: the vector one, the full-text one and, in hybrid mode, the
+        full text's stand-in for chunks without a vector yet."""
+        ranked: list[Ranking] = []
         text_rows: list[list[dict[str, Any]]] = []
         failed: list[BaseException] = []
 
@@ -469,16 +440,18 @@ class Searcher:
             worker.start()
         hybrid = mode is Mode.HYBRID and vector is not None
         if mode is not Mode.TEXT and vector is not None:
-            ranked.append((self._vector(vector, n, where), 1.0))
+            found = self._vector(vector, n, where)
+            cosines = [1.0 - r["_distance"] for r in found]
+            ranked.append((found, spread(cosines), VECTOR_WEIGHT))
         if worker:
             worker.join()
             if failed:
                 raise failed[0]
-            ranked.extend((found, TEXT_WEIGHT) for found in text_rows)
-            if (
-                hybrid
-            ):  # a chunk without its vector yet stands in the vector ranking by its text rank
-                ranked.extend((vectorless_stand_in(found), 1.0) for found in text_rows)
+            for found in text_rows:
+                share = shares([r["_score"] for r in found])
+                ranked.append((found, share, TEXT_WEIGHT))
+                if hybrid:  # a chunk without its vector yet takes its text share as its vector's
+                    ranked.append((vectorless_stand_in(found), share, VECTOR_WEIGHT))
         return ranked
 
     def _boost(
