@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,14 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "test@example.invalid",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background by a shell without job control (``sh -c 'make test &'``,
+    # ``nohup``), which ignores SIGINT for the job.  Children inherit that across exec, and
+    # a child the test stops with SIGINT, as Ctrl-C would, goes on to the end of its run.
+    # The suite runs as a terminal's foreground job does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 LONGEST_FILES = (

@@ -11,13 +11,12 @@ each boundary a real sync crosses.  Every write of a sync is bracketed by
     itself: a real kill (no cleanup, no ``finally``), not an exception.
 ``_CODECHUNKD_CRASH_TRACE=path``
     each crash point reached appends its name and a newline to ``path``.
-``_CODECHUNKD_STOP_AT=name:N``
-    the Nth ``crashpoint(name)`` sends SIGSTOP to the process itself: a test that must
-    signal a run at an exact instant (mid-index, with work left) waits for the process
-    to be stopped, sends its signal, then SIGCONT, instead of racing the run.
 ``_CODECHUNKD_HOLD_AT=name:N``
     the thread that makes the Nth ``crashpoint(name)`` call blocks there for good: a
-    batch that never ends (a hung embedder, a stuck disk), for the shutdown's abandon path.
+    batch that never ends (a hung embedder, a stuck disk), for the shutdown's abandon path;
+    and the instant a test must signal a run at (mid-index, with work left): the test
+    waits for the point in the trace, then signals; a SIGINT interrupts the main thread's
+    wait, and the run cannot have finished before the signal came.
 
 The names start with an underscore because ``CODECHUNKD_*`` variables are
 settings, and an unknown one is an error (config/loader.py).  Unarmed, a crash
@@ -36,7 +35,6 @@ AT_ENV = "_CODECHUNKD_CRASH_AT"
 TRACE_ENV = "_CODECHUNKD_CRASH_TRACE"
 
 
-STOP_ENV = "_CODECHUNKD_STOP_AT"
 HOLD_ENV = "_CODECHUNKD_HOLD_AT"
 
 
@@ -50,10 +48,9 @@ def _parse_at(spec: str, env: str = AT_ENV) -> tuple[str, int] | None:
 
 
 _AT = _parse_at(os.environ.get(AT_ENV, ""))
-_STOP = _parse_at(os.environ.get(STOP_ENV, ""), STOP_ENV)
 _HOLD = _parse_at(os.environ.get(HOLD_ENV, ""), HOLD_ENV)
 _TRACE = os.environ.get(TRACE_ENV) or None
-_ARMED = any(x is not None for x in (_AT, _STOP, _HOLD, _TRACE))
+_ARMED = any(x is not None for x in (_AT, _HOLD, _TRACE))
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
 
@@ -73,7 +70,5 @@ def crashpoint(name: str) -> None:
                 os.close(fd)
         if (name, n) == _AT:
             os.kill(os.getpid(), signal.SIGKILL)
-        if (name, n) == _STOP:
-            os.kill(os.getpid(), signal.SIGSTOP)
     if (name, n) == _HOLD:  # outside the lock: other threads go on past their points
         threading.Event().wait()
