@@ -308,6 +308,11 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
+def _window(window: int | None) -> dict[str, int]:
+    """Settings overrides for ``--window``: the model reads that many tokens of a chunk."""
+    return {"embedding.max_seq_length": window} if window else {}
+
+
 def build_index(
     repo: Repo,
     files: Sequence[str],
@@ -316,6 +321,7 @@ def build_index(
     cache_dir: Path,
     embedder: Any,
     fresh: bool,
+    window: int | None = None,
 ) -> tuple[Any, str]:
     """The repository's index (built, or reused from ``work``) and a line saying which."""
     from codechunkd.config import load_settings
@@ -326,8 +332,10 @@ def build_index(
     from codechunkd.storage.store import IndexStore
     from search_quality import commit_corpus
 
-    home = work / f"{repo.name}-{digest}-{code_digest()}"
-    settings = load_settings(env={}, overrides={"index.dir": str(home / "index")})
+    home = work / (f"{repo.name}-{digest}-{code_digest()}" + (f"-w{window}" if window else ""))
+    settings = load_settings(
+        env={}, overrides={"index.dir": str(home / "index"), **_window(window)}
+    )
     done = home / "done.json"
     if fresh and home.exists():
         shutil.rmtree(home)
@@ -467,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/codechunkd-bench-questions"))
     ap.add_argument("--cache", type=Path, default=Path("/tmp/codechunkd-bench-search/cache"))
     ap.add_argument("--fresh", action="store_true", help="rebuild the indexes")
+    ap.add_argument(
+        "--window", type=int, help="tokens of a chunk the model reads (embedding.max_seq_length)"
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("LANCEDB_LOG", "error")
     disable = frozenset(x.strip() for x in args.disable.split(",") if x.strip())
@@ -497,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     from codechunkd.config import load_settings
     from codechunkd.embedding.embedder import make_embedder
 
-    embedder = make_embedder(load_settings(env={}).embedding)
+    embedder = make_embedder(load_settings(env={}, overrides=_window(args.window)).embedding)
     outcomes: list[Outcome] = []
     used: list[Repo] = []
     for repo in repos:
@@ -520,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{repo.digest}): its figures may be off",
                 file=sys.stderr,
             )
-        index, line = build_index(repo, files, digest, args.work, args.cache, embedder, args.fresh)
+        index, line = build_index(
+            repo, files, digest, args.work, args.cache, embedder, args.fresh, args.window
+        )
         print(line, file=log, flush=True)
         t0 = time.monotonic()
         outcomes += evaluate(index, repo, runs)
