@@ -25,7 +25,7 @@ from tests.conftest import Indexer, Repo, S3Server, run_service, scaled, wait_fo
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.git.changes import GitSource
-from codechunkd.pipeline.distributed import RayEngineError, placement
+from codechunkd.pipeline.distributed import COMMIT_EVERY_S, RayEngineError, placement
 from codechunkd.pipeline.verify import verify
 from codechunkd.storage.crashpoints import AT_ENV
 
@@ -195,16 +195,20 @@ def test_ray_build_equals_local_and_daemon_continues(
     onnx_dir = tmp_path_factory.getbasetemp() / "onnx-models"
     files = _stdlib_repo(repo)
     ray_settings = _settings(tmp_path, "ray-index", onnx_dir)
+    started = time.monotonic()
     with capture_logs() as logs:
         rix, report = _ray_build(ray_settings, repo.path, embedder)
+    took = time.monotonic() - started
     try:
         assert report.added == files
         assert report.chunks > files
         assert report.embedded + report.reused == report.chunks
         commits = [e for e in logs if e["event"] == "batch_committed"]
-        assert len(commits) == 1, commits  # every batch's data files, one commit
-        assert commits[0]["files"] == files
-        assert commits[0]["fragments"] >= files // 4
+        # the batches' data files in few commits: one at the end, and one more for each
+        # COMMIT_EVERY_S the build lasted (a loaded machine's build passes that mark)
+        assert 1 <= len(commits) <= 1 + int(took // COMMIT_EVERY_S), (took, commits)
+        assert sum(c["files"] for c in commits) == files
+        assert sum(c["fragments"] for c in commits) >= files // 4
         assert rix.store.has_fts()
         assert rix.store.unindexed() == (0, 0)  # the full-text index covers every row
         assert verify(ray_settings, rix.store, GitSource(repo.path)).ok
