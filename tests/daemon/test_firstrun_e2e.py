@@ -122,10 +122,11 @@ def _index(repo: Repo, index_dir: Path, env: dict[str, str] | None = None) -> su
     )
 
 
-def _alive(proc: subprocess.Popen[str]) -> bool:
-    """True while ``proc`` runs; an exit fails the wait, saying what it wrote."""
+def _reached(proc: subprocess.Popen[str], trace: Path, point: str) -> bool:
+    """Whether ``proc`` has reached crash point ``point`` (its trace names it); an exit fails
+    the wait, saying what it wrote."""
     assert proc.poll() is None, proc.communicate()
-    return True
+    return trace.exists() and point in trace.read_text()
 
 
 def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path) -> None:
@@ -153,7 +154,7 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
     held = {HOLD_ENV: "cache_put.after:1", TRACE_ENV: str(trace)}
     first = _index(repo, index_dir, held)
     wait_for(
-        lambda: _alive(first) and trace.exists() and "cache_put.after" in trace.read_text(),
+        lambda: _reached(first, trace, "cache_put.after"),
         "the index held at its first cached slice",
         timeout=120,
     )
