@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 
@@ -23,3 +24,37 @@ def test_deferred_rest_client_still_resolves_everything() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "ApiClient", "Configuration", "CreateTableRequest"]
+
+
+def test_lancedb_imports_with_3_12_override_markers_and_leaves_overrides_alone() -> None:
+    """LanceDB's methods carry the ``@override`` mark, and a later ``import overrides``
+    gets the real package, whose ``@override`` still checks."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from codechunkd.storage._lancedb import import_lancedb
+        lancedb = import_lancedb()
+        from lancedb.db import LanceDBConnection
+        marked = LanceDBConnection.open_table.__override__
+        absent = "overrides" not in sys.modules
+        from overrides import override
+        class Base:
+            pass
+        try:
+            class Child(Base):
+                @override
+                def nowhere(self):
+                    pass
+            checks = False
+        except TypeError:
+            checks = True
+        db = lancedb.connect(sys.argv[1])
+        db.create_table("t", data=[{"x": 1}])
+        print(marked, absent, checks, db.open_table("t").count_rows())
+        """
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            [sys.executable, "-c", code, tmp], capture_output=True, text=True, check=True
+        )
+    assert out.stdout.split() == ["True", "True", "True", "1"]

@@ -11,14 +11,24 @@ namespace (local directories and object stores go through LanceDB's Rust core).
 submodules (the models ``lance_namespace`` needs) import normally from disk,
 and the package's own ``__init__`` runs the first time anything else asks for
 one of its attributes (e.g. ``ApiClient``), so nothing is lost, only deferred.
+
+On Python 3.11 LanceDB also decorates its connection and table classes with the
+``overrides`` package, whose ``@override`` reads the bytecode of the calling frame to
+find each class's bases and checks every signature: a third of what was left of the
+import.  On 3.12 LanceDB uses ``typing.override`` instead, which only marks the method;
+``import_lancedb`` gives LanceDB that same marker while it imports (the ``overrides``
+module itself is left as it was, for anyone else).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import types
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 _REST_CLIENT = "lance_namespace_urllib3_client"
 
@@ -40,6 +50,40 @@ class _DeferredPackage(types.ModuleType):
             raise AttributeError(name) from None
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _override(method: _F) -> _F:
+    """``typing.override`` of Python 3.12: marks the method, checks nothing."""
+    with contextlib.suppress(AttributeError, TypeError):  # as typing.override does
+        method.__override__ = True  # type: ignore[attr-defined]
+    return method
+
+
+class _EnforceOverrides:
+    """What LanceDB defines as ``EnforceOverrides`` on Python 3.12: nothing."""
+
+
+@contextmanager
+def _typing_overrides() -> Iterator[None]:
+    """While LanceDB imports, ``overrides`` is a module of 3.12's two markers."""
+    if sys.version_info >= (3, 12) or "lancedb" in sys.modules:
+        yield
+        return
+    marker = types.ModuleType("overrides")
+    marker.override = _override  # type: ignore[attr-defined]
+    marker.EnforceOverrides = _EnforceOverrides  # type: ignore[attr-defined]
+    saved = sys.modules.get("overrides")
+    sys.modules["overrides"] = marker
+    try:
+        yield
+    finally:
+        if saved is None:
+            del sys.modules["overrides"]
+        else:
+            sys.modules["overrides"] = saved
+
+
 def import_lancedb() -> Any:
     if "lancedb" not in sys.modules and _REST_CLIENT not in sys.modules:
         spec = importlib.util.find_spec(_REST_CLIENT)
@@ -51,6 +95,7 @@ def import_lancedb() -> Any:
             package.__path__ = list(spec.submodule_search_locations)
             package.__package__ = _REST_CLIENT
             sys.modules[_REST_CLIENT] = package
-    import lancedb
+    with _typing_overrides():
+        import lancedb
 
     return lancedb
