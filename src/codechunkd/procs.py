@@ -148,6 +148,11 @@ class WorkerPool(Generic[R]):
         self.tasks_done = 0
         """Results the workers have sent back."""
 
+    @property
+    def running(self) -> bool:
+        """Whether the workers are started (until ``close``)."""
+        return bool(self._workers)
+
     def __enter__(self) -> WorkerPool[R]:
         return self
 

@@ -38,10 +38,10 @@ def server() -> Iterator[EmbeddingServer]:
         yield srv
 
 
-def stdlib_files(count: int, max_bytes: int = 12_000) -> list[Path]:
+def stdlib_files(count: int, max_bytes: int = 12_000, min_bytes: int = 2_000) -> list[Path]:
     """``count`` real modules of Python's standard library, small ones, in a stable order."""
     lib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in lib.glob("*.py") if 2_000 < p.stat().st_size < max_bytes)
+    files = sorted(p for p in lib.glob("*.py") if min_bytes < p.stat().st_size < max_bytes)
     assert len(files) >= count
     return files[:count]
 
@@ -122,15 +122,15 @@ def test_hostile_files_are_handled_the_same_in_workers(
     """A Markdown file whose nesting crashes its grammar, a YAML one likewise, a file that is
     not UTF-8, a binary and an oversized file: the same skips, decodings and rows on worker
     processes as in the indexing process, and no worker crashes."""
-    for f in stdlib_files(10, max_bytes=9_000):
+    for f in stdlib_files(10, max_bytes=25_000, min_bytes=12_000):  # batches that start them
         repo.write(f"lib/{f.name}", f.read_bytes())
     repo.write("deep.md", b"# Title\n\n" + DEEP_MARKDOWN)
     repo.write("deep.yaml", b"- " * 300 + b"x\n")
     repo.write("latin1.py", "s = 'caf\xe9'\n".encode("latin-1"))
     repo.write("blob.bin", b"\0\1\2" * 100)
-    repo.write("big.txt", b"word " * 3000)
+    repo.write("big.txt", b"word " * 8000)
     repo.commit()
-    more = {"files.max_file_size": 10_000}
+    more = {"files.max_file_size": 30_000}
 
     one, report_one = index_with(repo, tmp_path, server.url, 1, **more)
     two, report_two = index_with(repo, tmp_path, server.url, 2, **more)
@@ -147,8 +147,9 @@ def test_a_killed_worker_fails_the_sync_and_the_next_one_completes(
 ) -> None:
     """A chunking worker SIGKILLed mid-sync: that sync raises a ChunkingError that says so,
     with the worker's pid and signal (it does not hang), the source stays marked pending,
-    and the next sync (on new workers) completes and verifies."""
-    for f in stdlib_files(40):
+    and the next sync (on new workers) completes and verifies.  The files are large enough
+    (over 16 KB) that a batch of four starts the workers."""
+    for f in stdlib_files(40, max_bytes=60_000, min_bytes=16_500):
         repo.write(f"lib/{f.name}", f.read_bytes())
     repo.commit()
     settings = make_settings(tmp_path, "index", server.url, 2, **{"index.batch_files": 4})
@@ -196,3 +197,25 @@ def test_auto_chooses_a_worker_per_cpu(tmp_path: Path) -> None:
     assert auto(**{"embedding.backend": "torch", "embedding.device": "cuda"}) == each
     assert auto(**{"embedding.backend": "remote", "embedding.remote_url": "http://x/v1"}) == each
     assert auto(**{"index.chunk_workers": 3}) == 3
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
+def test_a_change_of_small_batches_starts_no_worker(
+    repo: Repo, tmp_path: Path, server: EmbeddingServer
+) -> None:
+    """Ten small modules in batches of two (a few KB each, less than a task per worker):
+    chunked in the indexing process, no worker started, the rows those of one process."""
+    for f in stdlib_files(10, max_bytes=4_000):
+        repo.write(f"lib/{f.name}", f.read_bytes())
+    repo.commit()
+    one, _ = index_with(repo, tmp_path, server.url, 1, **{"index.batch_files": 2})
+    settings = make_settings(tmp_path, "index-small", server.url, 2, **{"index.batch_files": 2})
+    ix = Indexer(settings, make_embedder(settings.embedding))
+    try:
+        report = ix.sync(repo.path)
+        pool = ix.syncer.chunk_pool
+        assert pool is not None and pool.started == 0
+        rows = sorted(ix.rows(), key=lambda r: (r["path"], r["start_byte"], r["id"]))
+    finally:
+        ix.close()
+    assert report.added == 10 and rows == one

@@ -24,7 +24,7 @@ from codechunkd.chunking.chunker import Chunk, CountTokens
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import FileVersion, GitSource
 from codechunkd.git.files import read_raw
-from codechunkd.pipeline.prepare import Prepared, prepare_file
+from codechunkd.pipeline.prepare import Prepared, prepare_bytes, prepare_file
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.pipeline.workers import ChunkPool
 
@@ -126,8 +126,15 @@ class BatchReader:
             else:
                 done.append(None)
                 raws.append((version, raw))
-        chunked = iter(pool.prepare(raws))
-        return [self._chunked(p if p is not None else next(chunked), report) for p in done]
+        if not pool.running and sum(len(raw) for _, raw in raws) < pool.min_bytes:
+            # too little to spread over the workers: starting them (~0.5 CPU-s and ~1 s of
+            # wall each) would cost more than chunking it here
+            mine = iter(
+                [prepare_bytes(v, raw, self.settings, self.count_tokens) for v, raw in raws]
+            )
+        else:
+            mine = iter(pool.prepare(raws))
+        return [self._chunked(p if p is not None else next(mine), report) for p in done]
 
     def index_file(self, git: GitSource, version: FileVersion, report: SyncReport) -> Chunked:
         """Read and chunk one file (a skip is a file with a reason and no chunks)."""

@@ -69,9 +69,11 @@ def _worker_init(log_level: int) -> None:
 class ChunkPool:
     """``workers`` processes that decode and chunk files read by this one, in input order.
 
-    Started at the first batch of a change of several batches (a ``spawn`` start costs
-    ~1 s, small beside such a change) and ended with it (``BatchReader.prepared``), so a daemon
-    holds no idle workers; replaced after a worker died.
+    Started at the first batch of a change of several batches that holds at least
+    :attr:`min_bytes` (a ``spawn`` start costs ~1 s, small beside such a change; a change of
+    small batches is chunked in the indexing process) and ended with it
+    (``BatchReader.prepared``), so a daemon holds no idle workers; replaced after a worker
+    died.
     """
 
     def __init__(self, workers: int, settings: Settings) -> None:
@@ -85,6 +87,18 @@ class ChunkPool:
             initializer=_worker_init,
             initargs=(logging.getLogger().level,),
         )
+
+    @property
+    def min_bytes(self) -> int:
+        """A batch's bytes below which, while no worker is up, it is chunked in the
+        indexing process: less than a smallest task per worker, which the workers would
+        not even share (a change of small files in many batches never starts them)."""
+        return self.workers * _TASK_MIN_BYTES
+
+    @property
+    def running(self) -> bool:
+        """Whether the workers are up (from their first batch to the change's end)."""
+        return self._pool.running
 
     @property
     def started(self) -> int:
