@@ -83,8 +83,8 @@ def test_a_files_best_chunk_gains_its_files_rank_by_the_files_centroid(index: In
     (FILE_K + rank + 1)``, the rank being its file's among the candidates' files by the
     cosine of the query to the normalized mean of the file's chunk vectors (computed here
     from the table); the file's other chunks keep their scores."""
-    on = index.search(QUERY, k=30, disable=["file_saturation"], enable=ON)
-    off = index.search(QUERY, k=30, disable=["file_saturation"])
+    on = index.search(QUERY, k=30, disable=["file_saturation", "file_coherence"], enable=ON)
+    off = index.search(QUERY, k=30, disable=["file_saturation", "file_coherence"])
     assert {h.id for h in on} == {h.id for h in off}
     before = {h.id: h.score for h in off}
     gains: dict[str, list[float]] = {}
@@ -113,8 +113,8 @@ def test_the_file_about_the_question_gains_more_than_a_file_with_one_matching_ch
     """The dashboard's one export function says the query's words best, so its chunk comes
     first; the spreadsheet module is about the question as a whole, so its file ranks first
     by meaning and its chunks gain the larger term."""
-    on = index.search(QUERY, k=30, disable=["file_saturation"], enable=ON)
-    off = index.search(QUERY, k=30, disable=["file_saturation"])
+    on = index.search(QUERY, k=30, disable=["file_saturation", "file_coherence"], enable=ON)
+    off = index.search(QUERY, k=30, disable=["file_saturation", "file_coherence"])
     assert off[0].path == "ui/dashboard.py", [h.path for h in off]  # the setup
     before = {h.id: h.score for h in off}
     gain: dict[str, float] = {}

@@ -130,6 +130,25 @@ def test_a_files_third_chunk_gives_way_to_another_files_first(index: Index) -> N
     assert on.count("billing/invoice.py") >= 2  # still there, further down
 
 
+def test_a_file_with_several_strong_chunks_lifts_its_best_one(index: Index) -> None:
+    """``file_coherence``: the best chunk of ``billing/invoice.py``, whose three functions all
+    answer, gains a share of the others' scores; the others and ``billing/tax.py``'s one
+    chunk keep theirs."""
+    query = "compute the sales tax of an invoice"
+    off = index.search(query, k=10, disable=["file_saturation", "file_coherence"])
+    on = index.search(query, k=10, disable=["file_saturation"])
+    before = {h.id: h.score for h in off}
+    after = {h.id: h.score for h in on}
+    invoice = [h for h in off if h.path == "billing/invoice.py"]
+    assert len(invoice) == 3, [h.path for h in off]  # the setup: three strong chunks
+    best, *rest = invoice
+    gain = after[best.id] - before[best.id]
+    ceiling = ranking.COHERENCE * sum(h.score for h in rest) / sum(before.values())
+    assert 0 < gain <= ceiling * (1 + 1e-6), (gain, ceiling)
+    for h in [*rest, *(h for h in off if h.path == "billing/tax.py")]:
+        assert after[h.id] == pytest.approx(before[h.id], abs=1e-6), h.path
+
+
 def test_a_name_in_a_sentence_finds_its_definition_though_the_retriever_missed_it(
     index: Index,
 ) -> None:

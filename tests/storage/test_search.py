@@ -75,7 +75,7 @@ def test_a_retrievers_score_shares_are_weighted_in_the_fusion(index: Index) -> N
     between the candidates' worst and best: the first hit scores the weight, the others
     less, by how far behind they are (not by their place)."""
     query = "translate a shell wildcard pattern into a regular expression"
-    rules = ["glue", "prose", "symbol", "test_prior", "file_saturation"]
+    rules = ["glue", "prose", "symbol", "test_prior", "file_coherence", "file_saturation"]
     for mode, weight in ((Mode.TEXT, TEXT_WEIGHT), (Mode.VECTOR, VECTOR_WEIGHT)):
         hits = index.search(query, k=10, mode=mode, disable=rules)
         assert len(hits) >= 5, mode
@@ -107,7 +107,7 @@ def test_glue_scores_are_scaled_by_the_glue_weight(index: Index) -> None:
     """Module glue chunks score GLUE_WEIGHT of what they score with the glue rule off, so at
     most GLUE_WEIGHT of the best fused score, while a definition keeps its score."""
     query = "module imports, constants and the __all__ list"
-    after = ["file_saturation", "test_prior"]  # rules that look at the other hits
+    after = ["file_saturation", "file_coherence", "test_prior"]  # rules that look at the other hits
     on = {h.id: h for h in index.search(query, k=30, disable=after)}
     off = {h.id: h for h in index.search(query, k=30, disable=[*after, "glue"])}
     glue = [rid for rid, h in on.items() if h.kind in GLUE_KINDS and rid in off]

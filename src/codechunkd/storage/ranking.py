@@ -14,11 +14,16 @@ switched by the same names.
   not by the test that calls it.
 - ``path_prior`` (opt-in): a chunk of code kept aside (examples, vendored, generated,
   compat, benchmarks) weighs :data:`ASIDE_WEIGHT` unless the query asks for it.
+- ``file_coherence``: the best chunk of each file among the :data:`STRONG` best candidates
+  gains :data:`COHERENCE` times the share of those candidates' scores that the file's
+  other chunks hold, so a file that answers in several places comes before one that
+  matches once, a little better.
 - ``file_saturation``: in score order, each further chunk of a file already ranked weighs
   :data:`SATURATION` times the one before, so one file's many similar chunks give way to
   other files' best ones (the top 10 covers more files).
 
-Each rule multiplies scores by factors of at most 1, and ties are broken by id: the same
+Each rule but ``file_coherence`` (which adds at most :data:`COHERENCE`) multiplies scores by
+factors of at most 1, and ties are broken by id: the same
 query on the same index gives the same order.
 """
 
@@ -36,6 +41,7 @@ RULES = (
     "symbol_in_query",
     "test_prior",
     "path_prior",
+    "file_coherence",
     "file_saturation",
 )
 """The rules by name: ``glue``, ``prose``, ``symbol`` and ``symbol_in_query`` are the
@@ -83,6 +89,13 @@ ASIDE_WEIGHT = 0.7
 when the query does not ask for it (``path_prior``, opt-in)."""
 
 
+COHERENCE = 0.2
+"""Weight of a file's other strong chunks' share, added to its best chunk's score
+(``file_coherence``): a file several of whose chunks answer is likelier the answer."""
+STRONG = 20
+"""The candidates that count as strong for ``file_coherence``: the best this many."""
+
+
 def path_weight(path: str, query: str) -> float:
     """The path prior of a chunk: re-export files (``__init__.py``, ``index.ts``, ``mod.rs``,
     ``.d.ts`` stubs) and code kept aside (examples, vendored, generated, compat, benchmarks)
@@ -121,6 +134,17 @@ def adjust(
             factor = path_weight(row["path"], asks)
             if factor != 1.0:
                 out[rid] *= factor
+    if "file_coherence" in rules:
+        strong = ordered(out)[:STRONG]
+        total = sum(out[rid] for rid in strong) or 1.0
+        best: dict[tuple[str, str], str] = {}
+        mass: dict[tuple[str, str], float] = {}
+        for rid in strong:
+            key = (rows[rid].get("source", ""), rows[rid]["path"])
+            best.setdefault(key, rid)
+            mass[key] = mass.get(key, 0.0) + out[rid]
+        for key, rid in best.items():
+            out[rid] += COHERENCE * (mass[key] - out[rid]) / total
     if "file_saturation" in rules:
         seen: dict[tuple[str, str], int] = {}
         for rid in ordered(out):
