@@ -111,6 +111,10 @@ def _cached(cache: Path) -> int:
     return int(n)
 
 
+SMALL_SLICES = {"CODECHUNKD_EMBEDDING_BATCH_SIZE": "8"}
+"""Slices of 8 texts: the killed-run test needs many slices, not many texts to embed."""
+
+
 def _index(repo: Repo, index_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``codechunkd index`` in a child, with ``env`` added to the environment."""
     return subprocess.Popen(
@@ -132,8 +136,8 @@ def _reached(proc: subprocess.Popen[str], trace: Path, point: str) -> bool:
 def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path) -> None:
     """SIGINT says what was saved and exits 130; SIGKILL at half the texts loses at most one
     slice: the next run embeds only the rest."""
-    files = stdlib_repo(repo, 24)
-    settings = load_settings(env={}, overrides={"index.dir": str(index_dir)})
+    files = stdlib_repo(repo, 10)
+    settings = load_settings(env=SMALL_SLICES, overrides={"index.dir": str(index_dir)})
     count = counter_for(settings.embedding.model)
     texts = set()
     for rel in files:
@@ -151,7 +155,7 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
     # the instant: the first slice is in the cache and most of the work is left; the run's
     # main thread waits there, so the signal cannot come after it has finished
     trace = index_dir.parent / "points.trace"
-    held = {HOLD_ENV: "cache_put.after:1", TRACE_ENV: str(trace)}
+    held = {**SMALL_SLICES, HOLD_ENV: "cache_put.after:1", TRACE_ENV: str(trace)}
     first = _index(repo, index_dir, held)
     wait_for(
         lambda: _reached(first, trace, "cache_put.after"),
@@ -167,7 +171,7 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
     assert f"(`{given} --json`)" in err, err  # the command as given: every option kept
     assert "Traceback" not in err
 
-    second = _index(repo, index_dir)
+    second = _index(repo, index_dir, SMALL_SLICES)
     wait_for(lambda: _cached(cache) >= total // 2, "half the texts cached", timeout=180)
     second.kill()
     second.communicate(timeout=scaled(30))
@@ -180,6 +184,7 @@ def test_a_killed_cold_index_keeps_what_it_computed(repo: Repo, index_dir: Path)
         text=True,
         timeout=scaled(300),
         check=True,
+        env={**os.environ, **SMALL_SLICES},
     )
     report = json.loads(third.stdout)
     assert report["embedded"] == _cached(cache) - saved  # every saved vector was reused
