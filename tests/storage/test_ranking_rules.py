@@ -104,18 +104,19 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type:
 
 
 def test_a_test_file_ranks_below_the_code_it_tests_for_a_code_question(index: Index) -> None:
-    """``test_prior`` (opt-in): the test that calls ``apply_discount`` says the query's
-    words as well as the function does; with the rule the function comes first, the test
-    weighs half, and a question about tests leaves it be."""
+    """``test_prior`` (on by default): the test that calls ``apply_discount`` says the
+    query's words as well as the function does; with the rule the function comes first, the
+    test weighs half, and a question about tests leaves it be."""
+    assert "test_prior" in ranking.DEFAULT_RULES
     query = "apply a discount code to the cart"
-    on = index.search(query, k=5, disable=["file_saturation"], enable=["test_prior"])
-    off = index.search(query, k=5, disable=["file_saturation"])
+    on = index.search(query, k=5, disable=["file_saturation"])
+    off = index.search(query, k=5, disable=["file_saturation", "test_prior"])
     assert on[0].path == "shop/cart.py", [h.path for h in on]
     test_on = next(h for h in on if h.path == "tests/test_cart.py")
     test_off = next(h for h in off if h.path == "tests/test_cart.py")
     assert test_on.score == pytest.approx(test_off.score * ranking.TEST_WEIGHT, abs=1e-5)
     asked = index.search("the test of apply discount on the cart", k=5)
-    same = index.search("the test of apply discount on the cart", k=5, enable=["test_prior"])
+    same = index.search("the test of apply discount on the cart", k=5, disable=["test_prior"])
     assert [h.id for h in asked] == [h.id for h in same]  # the rule stays out of it
 
 
