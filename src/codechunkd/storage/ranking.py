@@ -29,6 +29,7 @@ query on the same index gives the same order.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -108,8 +109,10 @@ def path_weight(path: str, query: str) -> float:
     return 1.0
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_test_path(path: str) -> bool:
-    """Whether ``path`` is a test file: under a test folder or named as tests are."""
+    """Whether ``path`` is a test file: under a test folder or named as tests are (cached: a
+    search asks it of every candidate, and paths repeat from search to search)."""
     return bool(_TEST_PATH.search(path))
 
 
