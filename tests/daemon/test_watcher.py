@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
-from tests.conftest import Repo
+from tests.conftest import Repo, scaled
 
 from codechunkd.daemon.debounce import Level
 from codechunkd.daemon.watcher import SYSCTL, Watcher
@@ -68,7 +68,7 @@ class Helper:
             self.signals.get_nowait()
 
     def expect(self, pred: Callable[[Sig], bool], timeout: float = 3.0) -> Sig:
-        end = time.monotonic() + timeout
+        end = time.monotonic() + scaled(timeout)
         seen = []
         while time.monotonic() < end:
             try:
@@ -82,7 +82,7 @@ class Helper:
 
     def expect_paths(self, *paths: str, timeout: float = 3.0) -> None:
         want = set(paths)
-        end = time.monotonic() + timeout
+        end = time.monotonic() + scaled(timeout)
         while want and time.monotonic() < end:
             s = self.expect(lambda _s: True, timeout=max(0.01, end - time.monotonic()))
             want -= s.paths
@@ -108,7 +108,7 @@ class Helper:
     def expect_each(self, *preds: Callable[[Sig], bool], timeout: float = 5.0) -> None:
         """Every predicate is met by some signal (in any order) within the deadline."""
         left = list(preds)
-        end = time.monotonic() + timeout
+        end = time.monotonic() + scaled(timeout)
         while left and time.monotonic() < end:
             s = self.expect(lambda _s: True, timeout=max(0.01, end - time.monotonic()))
             left = [p for p in left if not p(s)]

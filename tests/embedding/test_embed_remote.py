@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from structlog.testing import capture_logs
+from tests.conftest import scaled
 
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.embed_remote import EndpointMismatch, RemoteEmbedder
@@ -331,12 +332,12 @@ def test_stop_cuts_a_back_off_short(server: EmbeddingServer) -> None:
     worker = threading.Thread(target=run)
     with capture_logs() as logs:
         worker.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while not logs and time.monotonic() < deadline:  # until it is in its back-off
             stop.wait(0.01)
         assert logs[0]["delay_s"] >= 60
         stop.set()
-        worker.join(timeout=10)
+        worker.join(timeout=scaled(10))
     assert not worker.is_alive()
     assert len(errors) == 1
     assert "cancelled" in str(errors[0])

@@ -308,14 +308,14 @@ def test_worker_killed_mid_build_is_retried(
     builder = threading.Thread(target=build)
     builder.start()
     killed = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while killed is None and builder.is_alive() and time.monotonic() < deadline:
         killed = _task_pid()
         if killed is None:
             time.sleep(0.01)  # polling /proc: no event to wait on
     assert killed is not None, "no Ray task seen running"
     os.kill(killed, signal.SIGKILL)
-    builder.join(120)
+    builder.join(scaled(120))
     assert not builder.is_alive()
     (got,) = outcome
     if isinstance(got, BaseException):

@@ -571,7 +571,7 @@ def test_stop_ends_a_run_without_waiting_for_the_request(
     (run,) = result
     assert (run.stopped_by, run.summarized, run.backlog) == ("stopping", 0, N)
     chat.release.set()  # the abandoned request ends; its thread with it
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + scaled(10.0)
     while any(t.name.startswith("codechunkd-summary") for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the abandoned request did not end"
         threading.Event().wait(0.02)
