@@ -570,26 +570,42 @@ def scaled(seconds: float) -> float:
     return seconds * slowness()
 
 
+class Deadline:
+    """``timeout`` seconds of an idle machine from now, scaled by this one's ``slowness`` when
+    it starts; when reached, the slowness is measured again and the deadline moves out if the
+    machine has become slower still (``wait_for`` and async polls share it)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.start = time.monotonic()
+        self.factor = slowness()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def passed(self) -> bool:
+        if self.elapsed() <= self.timeout * self.factor:
+            return False
+        self.factor = max(self.factor, slowness(max_age_s=0))
+        return self.elapsed() > self.timeout * self.factor
+
+    def failure(self, what: str, last: Any) -> AssertionError:
+        return AssertionError(
+            f"timed out after {self.elapsed():.0f}s ({self.timeout}s idle, slowness "
+            f"{self.factor:.1f}) waiting for {what} (last: {last!r})"
+        )
+
+
 def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     """Poll ``pred`` until it returns something true (and return it), or fail after ``timeout``
     seconds naming ``what`` and the last value seen.
 
-    ``timeout`` is what the wait may take on an idle machine: it is scaled by the machine's
-    ``slowness`` when the wait starts, and the deadline moves out if the machine is slower
-    still when it is reached."""
-    start = time.monotonic()
-    factor = slowness()
-    last: Any = None
+    ``timeout`` is what the wait may take on an idle machine (a ``Deadline``)."""
+    deadline = Deadline(timeout)
     while True:
         last = pred()
         if last:
             return last
-        if time.monotonic() - start > timeout * factor:
-            factor = max(factor, slowness(max_age_s=0))
-            if time.monotonic() - start > timeout * factor:
-                break
+        if deadline.passed():
+            raise deadline.failure(what, last)
         time.sleep(0.05)
-    raise AssertionError(
-        f"timed out after {time.monotonic() - start:.0f}s ({timeout}s idle, slowness "
-        f"{factor:.1f}) waiting for {what} (last: {last!r})"
-    )

@@ -15,7 +15,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from codechunkd.config.settings import Settings
-from tests.conftest import Indexer, Repo, slowness, wait_for
+from tests.conftest import Deadline, Indexer, Repo, wait_for
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
 GEO = '''"""Geometry helpers."""
@@ -570,24 +569,15 @@ def test_descriptions_errors_via_outline_budget_and_snippets(
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:
-    """Poll an async condition up to a deadline: ``timeout`` seconds on an idle machine,
-    scaled by this one's ``slowness`` as ``wait_for`` does."""
-    start = time.monotonic()
-    factor = slowness()
-    last: Any = None
+    """Poll an async condition up to a ``Deadline`` (``timeout`` seconds on an idle machine)."""
+    deadline = Deadline(timeout)
     while True:
         last = await check()
         if last:
             return last
-        if time.monotonic() - start > timeout * factor:
-            factor = max(factor, slowness(max_age_s=0))
-            if time.monotonic() - start > timeout * factor:
-                break
+        if deadline.passed():
+            raise deadline.failure(what, last)
         await anyio.sleep(0.1)
-    raise AssertionError(
-        f"timed out after {time.monotonic() - start:.0f}s ({timeout}s idle) waiting for {what}"
-        f" (last: {last!r})"
-    )
 
 
 @pytest.mark.slow
