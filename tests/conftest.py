@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import structlog
 
+from codechunkd import logs
 from codechunkd.chunking.chunker import CountTokens
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config import Settings, load_settings
@@ -86,8 +87,14 @@ def _isolate(mp: pytest.MonkeyPatch, home: Path, onnx_dir: Path) -> None:
     (home / "run").chmod(0o700)
     for key in [k for k in os.environ if k.startswith("CODECHUNKD_")]:
         mp.delenv(key)
-    # one ONNX export per test session, shared by every test and the processes they start
+    # one ONNX export per test session, shared by every test and the processes they start;
+    # settings loaded from a test's own env (``load_settings(env={...})``) use the default
+    # folder, which is a link to the same export: without it each such test exported the
+    # model again and measured the thread layout again (~18 s of both cores)
     mp.setenv("CODECHUNKD_EMBEDDING_ONNX_DIR", str(onnx_dir))
+    onnx_dir.mkdir(parents=True, exist_ok=True)
+    (home / ".cache" / "codechunkd").mkdir()
+    (home / ".cache" / "codechunkd" / "onnx").symlink_to(onnx_dir, target_is_directory=True)
     for k, v in GIT_ENV.items():
         mp.setenv(k, v)
     mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
@@ -117,6 +124,7 @@ def module_isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def _reset_logging() -> Iterator[None]:
     yield
     structlog.reset_defaults()
+    logs.reset()
 
 
 LIBRARY_THREADS = ("LanceDBBackgroundEventLoop", "tqdm_monitor")
