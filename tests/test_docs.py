@@ -111,6 +111,59 @@ def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
     assert lines[-2:] == ["exit 13", "[]"]
 
 
+def test_search_without_a_daemon_imports_no_structlog(
+    repo: Repo, index_dir: Path, indexer: Any
+) -> None:
+    """``search`` with no daemon answers without importing structlog or asyncio (~0.1
+    CPU-s of a command that logs nothing): its loggers come from ``logs.get_logger``."""
+    import subprocess
+    import sys
+
+    repo.write("a.py", "def parse_quokka():\n    return 1\n")
+    repo.commit()
+    indexer.sync(repo.path)
+    code = (
+        "import sys\n"
+        "from codechunkd.cli import main\n"
+        f"try:\n    main(['search', '--index-dir', {str(index_dir)!r}, 'parse quokka'])\n"
+        "except SystemExit as exc:\n    print('exit', exc.code)\n"
+        "print(sorted(m for m in ('structlog', 'asyncio') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo.path, capture_output=True, text=True, check=True
+    )
+    assert "parse_quokka" in out.stdout, out.stdout + out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_lazily_configured_command_still_writes_its_warnings() -> None:
+    """Under ``configure(lazy=True)`` a record below the level imports nothing; the first
+    one at the level (ours or a library's, through the standard library) sets structlog up
+    and is written as a JSON line on stderr, as an eagerly configured command writes it."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys\n"
+        "from codechunkd import logs\n"
+        "logs.configure(level=logs.WARNING, json=True, lazy=True)\n"
+        "log = logs.get_logger('codechunkd.test')\n"
+        "log.info('below'); logging.getLogger('lib').info('below too')\n"
+        "print('structlog' in sys.modules)\n"
+        "logging.getLogger('lib').warning('from a %s', 'library')\n"
+        "log.warning('ours', files=2); log.info('still below')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    records = [json.loads(line) for line in out.stderr.splitlines()]
+    assert [(r["event"], r["level"], r["logger"]) for r in records] == [
+        ("from a library", "warning", "lib"),
+        ("ours", "warning", "codechunkd.test"),
+    ]
+    assert records[1]["files"] == 2
+
+
 def test_every_test_says_what_it_proves() -> None:
     """Every test function has a docstring (STYLE.md): a test without one is found here."""
     import ast

@@ -26,8 +26,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.errors import ConfigError
 
 T = TypeVar("T")
@@ -207,7 +206,7 @@ def retrying(
             if attempt >= retries:
                 raise gave_up(attempt + 1, exc) from None
             wait = delay(attempt, exc.delay)
-            structlog.get_logger("codechunkd.http").warning(
+            logs.get_logger("codechunkd.http").warning(
                 event, url=url, reason=exc.reason, attempt=attempt + 1, delay_s=round(wait, 3)
             )
             if stop.wait(wait):

@@ -3,6 +3,12 @@
 JSON lines on stderr when it is not a terminal (journald, CI), a console
 renderer on a terminal.  Tracebacks never include frame locals (structlog's
 default JSON tracebacks would log them, source code included).
+
+A short command that logs nothing at its level (``search``) need not import structlog
+(~0.1 CPU-s, asyncio with it): ``configure(lazy=True)`` sets the level and leaves
+structlog's set-up to the first record that passes it, and the modules on that command's
+path log through ``get_logger``, whose loggers import structlog only for a record their
+level lets through.  ``tests/test_procs.py`` checks that ``search`` imports no structlog.
 """
 
 from __future__ import annotations
@@ -11,14 +17,104 @@ import logging
 import sys
 from typing import Any
 
-import structlog
-from structlog.tracebacks import ExceptionDictTransformer
-
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 """The levels the CLI passes (so that it need not import ``logging`` for them)."""
 
+_pending: tuple[int, bool | None] | None = None
+"""``configure(lazy=True)``'s arguments, until structlog is set up with them."""
 
-def configure(*, level: int = logging.INFO, json: bool | None = None) -> None:
+
+def configure(*, level: int = logging.INFO, json: bool | None = None, lazy: bool = False) -> None:
+    """Send every record (structlog's and the standard library's) to stderr at ``level``.
+
+    ``lazy``: import and set up structlog only when a record at ``level`` or above comes.
+    """
+    global _pending
+    if lazy:
+        _pending = (level, json)
+        root = logging.getLogger()
+        root.handlers[:] = [_DeferredHandler()]
+        root.setLevel(level)
+        return
+    _pending = None
+    _configure(level, json)
+
+
+def reset() -> None:
+    """Forget a lazy ``configure`` not yet acted on (a test's next one starts afresh)."""
+    global _pending
+    _pending = None
+
+
+def _ensure() -> None:
+    """Set up structlog now if ``configure(lazy=True)`` left it for later."""
+    global _pending
+    if _pending is not None:
+        level, json = _pending
+        _pending = None
+        _configure(level, json)
+
+
+class _DeferredHandler(logging.Handler):
+    """The root handler of a lazy ``configure``: the first record sets structlog up, then
+    goes to the real handler that replaced this one."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _ensure()
+        for handler in logging.getLogger().handlers:
+            if handler is not self and record.levelno >= handler.level:
+                handler.handle(record)
+
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+"""The level of each logging method."""
+
+
+class _Logger:
+    """A structlog logger made on the first record that its level lets through."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        level = _LEVELS.get(attr)
+        if self._logger is None:
+            # only under a lazy configure: elsewhere (a library user, a test capturing
+            # logs) structlog decides, as it would for a logger of its own
+            if (
+                _pending is not None
+                and level is not None
+                and not logging.getLogger(self._name).isEnabledFor(level)
+            ):
+                return _ignore
+            import structlog
+
+            _ensure()
+            self._logger = structlog.get_logger(self._name)
+        return getattr(self._logger, attr)
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    """A record below the level: dropped, as structlog's stdlib logger would drop it."""
+
+
+def get_logger(name: str) -> Any:
+    """A logger of ``name`` that imports structlog only for a record it will write."""
+    return _Logger(name)
+
+
+def _configure(level: int, json: bool | None) -> None:
+    import structlog
+    from structlog.tracebacks import ExceptionDictTransformer
+
     if json is None:
         json = not sys.stderr.isatty()
     shared: list[Any] = [

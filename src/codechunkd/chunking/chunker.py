@@ -55,6 +55,7 @@ from typing import Final
 
 from tree_sitter import Node, Parser, Tree
 
+from codechunkd import logs
 from codechunkd.chunking import _guard
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
@@ -260,9 +261,8 @@ def _parse_guarded(path: str, language: str, source: bytes) -> Tree | None:
         if tree is not None:
             return tree
         reason = f"the parse ran past {seconds:.0f} s"
-    import structlog
 
-    structlog.get_logger("codechunkd.chunking").warning(
+    logs.get_logger("codechunkd.chunking").warning(
         "parsed_as_text", path=path, language=language, reason=reason
     )
     return None

@@ -102,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
         from codechunkd import logs
 
-        logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING)
+        # structlog is imported at the first record a command writes (most write none)
+        logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING, lazy=True)
     try:
         code = COMMANDS[args.command](args)
     except CodechunkdError as exc:

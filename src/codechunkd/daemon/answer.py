@@ -13,14 +13,13 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import Vectors
 from codechunkd.errors import ConfigError, EmbeddingError
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 QUERY_WAIT_S = 2.0
 """How long a search waits for the model (shared with the writer, one slice at a time:

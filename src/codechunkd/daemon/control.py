@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codechunkd import atomicfile
+from codechunkd import atomicfile, logs
 from codechunkd.errors import ConfigError
 from codechunkd.storage.layout import IndexPaths, private_dir, trust_problem
 from codechunkd.storage.lock import live_holder
@@ -118,9 +118,7 @@ class _RequestHandler(socketserver.StreamRequestHandler):
                 else:
                     answer = handler(req)
             except Exception as exc:  # noqa: BLE001 - an error answer, never a dead server
-                import structlog  # not at the top: clients (``status``) must start fast
-
-                structlog.get_logger("codechunkd.control").warning(
+                logs.get_logger("codechunkd.control").warning(
                     "control_request_failed", error=repr(exc)
                 )
                 answer = {"error": str(exc) or type(exc).__name__}

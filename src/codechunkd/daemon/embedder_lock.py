@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
-import structlog
 
-from codechunkd import heap
+from codechunkd import heap, logs
 from codechunkd.daemon.answer import ModelBusy
 from codechunkd.embedding.embedder import Embedder, Vectors
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 Clock = Callable[[], float]
 

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
 from apscheduler.events import (
     EVENT_JOB_ERROR,
     EVENT_JOB_EXECUTED,
@@ -27,7 +26,9 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-log = structlog.get_logger("codechunkd.jobs")
+from codechunkd import logs
+
+log = logs.get_logger("codechunkd.jobs")
 
 
 @dataclass(slots=True)

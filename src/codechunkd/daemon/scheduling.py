@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import functools
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.daemon.debounce import Level, Task
 from codechunkd.daemon.jobs import Upkeep
 from codechunkd.daemon.runtime import Daemon
@@ -21,7 +20,7 @@ from codechunkd.daemon.sources import reconcile_all
 from codechunkd.errors import ConfigError
 from codechunkd.pipeline.summarize import Summarizer, open_summarizer
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 
 def schedule(service: Daemon, upkeep: Upkeep) -> None:

@@ -52,8 +52,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.daemon import scheduling, serving, snapshot, sources, writer
 from codechunkd.daemon.control import ControlServer, SourceSpec
@@ -73,7 +72,7 @@ from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 
 @contextlib.contextmanager

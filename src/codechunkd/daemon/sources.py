@@ -14,15 +14,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.daemon.control import SourceSpec, merge_sources, read_sources
 from codechunkd.daemon.debounce import Level, Task
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
 from codechunkd.errors import CodechunkdError, ConfigError
 from codechunkd.git.changes import GitSource
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 
 def specs(service: Daemon) -> list[SourceSpec]:

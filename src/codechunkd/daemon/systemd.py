@@ -24,12 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
-from codechunkd import atomicfile
+from codechunkd import atomicfile, logs
 from codechunkd.platform import is_linux
 
-log = structlog.get_logger("codechunkd.systemd")
+log = logs.get_logger("codechunkd.systemd")
 
 
 class Notifier:

@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import structlog
 from watchdog.observers.inotify_c import (
     CallbackId,
     InotifyEvent,
@@ -32,10 +31,11 @@ from watchdog.observers.inotify_c import (
     InotifyConstants as IN,
 )
 
+from codechunkd import logs
 from codechunkd.daemon.watcher import SYSCTL, Change, Sink, SourceWatch, Watcher, _Dir
 from codechunkd.git.changes import Source
 
-log = structlog.get_logger("codechunkd.watcher")
+log = logs.get_logger("codechunkd.watcher")
 
 MASK = Mask(
     IN.IN_CLOSE_WRITE

@@ -22,16 +22,16 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-import structlog
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserverVFS
 
+from codechunkd import logs
 from codechunkd.daemon.watcher import Change, Sink, SourceWatch, Watcher, _Dir
 from codechunkd.git.changes import Source
 
-log = structlog.get_logger("codechunkd.watcher")
+log = logs.get_logger("codechunkd.watcher")
 
 #: The entries of a git dir a polling scan keeps (``refs`` only where the refs live).
 _GIT_ENTRIES = frozenset({"HEAD", "packed-refs", "refs", "logs"})

@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import pygit2
-import structlog
 
+from codechunkd import logs
 from codechunkd.daemon.debounce import Level
 from codechunkd.git.changes import Source, SourceKind
 
-log = structlog.get_logger("codechunkd.watcher")
+log = logs.get_logger("codechunkd.watcher")
 
 SYSCTL = "fs.inotify.max_user_watches"
 POLL_INTERVAL_S = 1.0

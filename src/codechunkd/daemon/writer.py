@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from codechunkd import logs
 from codechunkd.daemon.debounce import Level, Pending, Task, Work
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
 from codechunkd.daemon.sources import apply_reload
@@ -27,7 +28,7 @@ from codechunkd.pipeline.progress import SyncProgress
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.lease import writer_problem
 
-log = structlog.get_logger("codechunkd.daemon")
+log = logs.get_logger("codechunkd.daemon")
 
 
 def _did_something(report: Mapping[str, Any]) -> bool:

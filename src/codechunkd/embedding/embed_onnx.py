@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
-from codechunkd import atomicfile
+from codechunkd import atomicfile, logs
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.embedding.batching import length_batches
@@ -62,7 +61,7 @@ _LEGACY_MODES = {
 }
 
 
-log = structlog.get_logger("codechunkd.embedding")
+log = logs.get_logger("codechunkd.embedding")
 
 
 def pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:

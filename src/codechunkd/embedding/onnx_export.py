@@ -37,9 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
-from codechunkd import platform
+from codechunkd import logs, platform
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.models import model_fingerprint, model_path
 from codechunkd.errors import EmbeddingError
@@ -52,7 +50,7 @@ QUANTIZED_FILE = "model.int8.onnx"
 META_FILE = "meta.json"
 
 _export_lock = threading.Lock()
-log = structlog.get_logger("codechunkd.embedding")
+log = logs.get_logger("codechunkd.embedding")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
 from mcp.server.mcpserver.exceptions import ToolError
 
+from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import SearchRequest
 
-log = structlog.get_logger("codechunkd.mcp")
+log = logs.get_logger("codechunkd.mcp")
 
 DAEMON_SEARCH_TIMEOUT = 60.0
 """The daemon's first search may load its model (seconds)."""

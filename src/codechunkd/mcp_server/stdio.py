@@ -12,13 +12,14 @@ import re
 from typing import Any
 
 import anyio
-import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
-log = structlog.get_logger("codechunkd.mcp")
+from codechunkd import logs
+
+log = logs.get_logger("codechunkd.mcp")
 
 
 def _request_id(value: Any) -> str | int | None:

@@ -17,8 +17,7 @@ from collections.abc import Callable, Sequence
 from itertools import zip_longest
 from typing import Any
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource
 from codechunkd.heap import release_freed_memory
@@ -29,7 +28,7 @@ from codechunkd.pipeline.upkeep import upkeep
 from codechunkd.pipeline.vectors import Vectors
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 
 #: A big change's first batch: later ones double up to ``index.batch_files``.  A batch is

@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
+from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
@@ -64,7 +64,7 @@ from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.rows import IndexedFile
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.distributed")
+log = logs.get_logger("codechunkd.distributed")
 
 MAX_RETRIES = 3
 """Times Ray reruns a batch whose worker died (a task writes only data files no version

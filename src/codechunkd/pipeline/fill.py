@@ -23,15 +23,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
+from codechunkd import logs
 from codechunkd.embedding.embedder import Embedder
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.coverage import fill_vectors, vectorless
 from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.fill")
+log = logs.get_logger("codechunkd.fill")
 
 FILL_COMMIT_S = 5.0
 """Vectors computed are set in the table at most this often (and after the first slice, and

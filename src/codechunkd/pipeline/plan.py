@@ -18,8 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.chunking.chunker import CHUNKER_VERSION
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import (
@@ -35,7 +34,7 @@ from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.rows import FileRecord
 from codechunkd.storage.store import IndexStore, SourceState
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 
 def fingerprint(settings: Settings, model_id: str) -> str:

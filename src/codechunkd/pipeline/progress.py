@@ -8,8 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.pipeline.fill import FillReport
 
 
@@ -24,7 +23,7 @@ class Counts(Protocol):
     seeded: int
 
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

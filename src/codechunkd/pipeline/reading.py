@@ -18,8 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.chunking.chunker import Chunk, CountTokens
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import FileVersion, GitSource
@@ -28,7 +27,7 @@ from codechunkd.pipeline.prepare import Prepared, prepare_bytes, prepare_file
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.pipeline.workers import ChunkPool
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 #: One batch: the files to index and the paths to delete with them.
 Work: TypeAlias = tuple[Sequence[FileVersion], Sequence[str]]

@@ -43,8 +43,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-import structlog
 
+from codechunkd import logs
 from codechunkd.config.settings import Settings, SummarySettings
 from codechunkd.errors import BadAnswer, EndpointUnavailable
 from codechunkd.llm.client import ChatClient, estimate_tokens
@@ -71,7 +71,7 @@ __all__ = [
     "open_summarizer",
 ]
 
-log = structlog.get_logger("codechunkd.summarize")
+log = logs.get_logger("codechunkd.summarize")
 
 MAX_BACKOFF_S = 3600.0
 FIRST_BACKOFF_S = 60.0

@@ -23,8 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import Embedder
@@ -49,7 +48,7 @@ from codechunkd.storage.crashpoints import crashpoint
 from codechunkd.storage.rows import IndexedFile
 from codechunkd.storage.store import IndexStore, SourceState
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 
 class Syncer:

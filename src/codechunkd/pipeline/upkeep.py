@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.storage.coverage import coverage
 from codechunkd.storage.store import IndexStore
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 
 def remove_interrupted_writes(store: IndexStore, settings: Settings) -> int:

@@ -18,8 +18,8 @@ from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
+from codechunkd import logs
 from codechunkd.chunking.chunker import content_hash
 from codechunkd.config.settings import Settings
 from codechunkd.embedding.base import vector_problems
@@ -32,7 +32,7 @@ from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
 from codechunkd.storage.seed import Seed, SeedUnusable
 
-log = structlog.get_logger("codechunkd.sync")
+log = logs.get_logger("codechunkd.sync")
 
 SEED_RETRY_S = 300.0
 """A seed that could not be used is tried again after this long (a daemon outlives outages)."""

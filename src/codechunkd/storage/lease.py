@@ -36,14 +36,13 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Protocol
 
-import structlog
-
+from codechunkd import logs
 from codechunkd.errors import ConfigError, IndexLocked, StoreError
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.lock import WriterLock
 from codechunkd.storage.objectstore import ObjectStore, Response, S3Client, split_s3_uri
 
-log = structlog.get_logger("codechunkd.lease")
+log = logs.get_logger("codechunkd.lease")
 
 LEASE_KEY = "_codechunkd/writer.lease"
 
