@@ -9,6 +9,10 @@ signal leaves what it had done:
     crashed NODEID       a test whose process died while running it (pytest-xdist)
     died WORKER          a pytest-xdist worker that ended abnormally, mid-test or not
     finished STATUS      at the end of a session that ended normally
+    cpu NODEID SECONDS   the CPU-seconds of a test, setup to teardown, of the process that
+                         ran it and of the child processes it waited for (whatever the
+                         machine's load, the cost of a test: ``run_tests.py`` prints the
+                         costliest files)
 
 A ledger without its ``finished`` line is a run that stopped early, whatever status the
 process ended with; one with fewer ``ran`` lines than ``collected`` is a short run.
@@ -25,6 +29,8 @@ worker for the rest, and the run still fails.
 from __future__ import annotations
 
 import os
+import resource
+from collections.abc import Iterator
 from typing import IO, Any
 
 import pytest
@@ -72,6 +78,33 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
         _write(f"died {getattr(node.gateway, 'id', node)}")
 
 
+_STARTED = pytest.StashKey[float]()
+"""The CPU-seconds (``_cpu_seconds``) when a test's setup began."""
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU of this process and of its children that have been waited for."""
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    item.stash[_STARTED] = _cpu_seconds()  # in the process that runs it (an xdist worker)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    started = item.stash.get(_STARTED, None)
+    if call.when == "teardown" and started is not None:
+        # a report property travels to the xdist controller with the report
+        outcome.get_result().user_properties.append(("cpu_s", _cpu_seconds() - started))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # a test's outcome is its worst phase: a pass whose teardown errors is an error
     if report.failed:
@@ -81,7 +114,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.when == "call":
         _outcomes.setdefault(report.nodeid, "passed")
     if report.when == "teardown":
-        _write(f"ran {report.nodeid.replace(' ', '_')} {_outcomes.get(report.nodeid, 'passed')}")
+        nodeid = report.nodeid.replace(" ", "_")
+        _write(f"ran {nodeid} {_outcomes.get(report.nodeid, 'passed')}")
+        for key, value in report.user_properties:
+            if key == "cpu_s":
+                _write(f"cpu {nodeid} {float(value):.2f}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -36,6 +36,7 @@ class Ledger:
     crashed: list[str] = field(default_factory=list)
     died: list[str] = field(default_factory=list)
     finished: int | None = None
+    cpu: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path) -> Ledger:
@@ -54,6 +55,9 @@ class Ledger:
                 ledger.died.append(rest)
             elif word == "finished":
                 ledger.finished = int(rest)
+            elif word == "cpu":
+                nodeid, _, seconds = rest.rpartition(" ")
+                ledger.cpu[nodeid] = float(seconds)
         return ledger
 
 
@@ -79,6 +83,17 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
     if ran < ledger.collected:
         return 1, f"tests: INCOMPLETE: {counts}"
     return 0, f"tests: complete: {counts}"
+
+
+def costliest_files(ledger: Ledger, count: int = 10) -> list[str]:
+    """The test files that cost the most CPU-seconds (children included), a line each."""
+    by_file: dict[str, float] = {}
+    for nodeid, seconds in ledger.cpu.items():
+        path = nodeid.split("::", 1)[0]
+        by_file[path] = by_file.get(path, 0.0) + seconds
+    total = sum(by_file.values()) or 1.0
+    ranked = sorted(by_file.items(), key=lambda kv: -kv[1])[:count]
+    return [f"{seconds:8.1f} CPU-s {seconds / total:6.1%}  {path}" for path, seconds in ranked]
 
 
 MAX_WORKERS = 4
@@ -126,7 +141,13 @@ def main(argv: list[str]) -> int:
             ],
             env=env,
         )
-        code, line = verdict(Ledger.read(path), proc.returncode)
+        ledger = Ledger.read(path)
+        code, line = verdict(ledger, proc.returncode)
+    if ledger.cpu:
+        # CPU-seconds hold on a busy machine, where wall times do not: what the suite costs
+        total = sum(ledger.cpu.values())
+        print(f"tests: {total:.0f} CPU-s in all (children included); the costliest files:")
+        print("\n".join(costliest_files(ledger)))
     print(line, flush=True)
     return code if code >= 0 else 1  # killed by a signal
 

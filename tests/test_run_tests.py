@@ -116,3 +116,20 @@ def test_a_complete_green_run_passes_and_says_so_on_every_core_or_on_one(
         assert (f"tests: on {workers} pytest-xdist workers" in result.stdout) == parallel, (
             result.stdout
         )
+
+
+def test_each_test_files_cpu_is_counted_with_its_children(tmp_path: Path, mode: str) -> None:
+    """A test that burns CPU in a child process it waits for: the runner's summary counts
+    at least that child's CPU-seconds for its file, in one process or on xdist (where the
+    figure comes to the controller with the test's report)."""
+    burn = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.5: pass'], "
+        "check=True)"
+    )
+    result = run_suite(tmp_path, burn, mode)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "the costliest files" in line)
+    seconds, _, _, path = lines[start + 1].split()
+    assert path == "test_suite.py" and float(seconds) >= 0.5, lines[start:]
