@@ -276,6 +276,10 @@ def exported_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         with (shared.parent / "onnx-models.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             export_model(EmbeddingSettings(onnx_dir=str(shared)))
+            # and the thread layout measured once, there (it is cached beside the model)
+            from codechunkd.embedding.embedder import make_embedder
+
+            make_embedder(EmbeddingSettings(onnx_dir=str(shared))).embed(["def f(): pass"])
         shutil.copytree(shared, onnx_dir, dirs_exist_ok=True)
     return export_model(EmbeddingSettings(onnx_dir=str(onnx_dir)))
 
