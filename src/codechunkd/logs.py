@@ -78,26 +78,24 @@ _LEVELS = {
 
 
 class _Logger:
-    """A structlog logger made on the first record that its level lets through."""
+    """A structlog logger, made when first used.  While a lazy ``configure`` waits, a record
+    below its level is dropped here, without structlog, and any other sets structlog up
+    first (a logger made before, e.g. by an earlier command in the same process, must not
+    write through structlog's defaults, which print every level to stdout)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._logger: Any = None
 
     def __getattr__(self, attr: str) -> Any:
-        level = _LEVELS.get(attr)
-        if self._logger is None:
-            # only under a lazy configure: elsewhere (a library user, a test capturing
-            # logs) structlog decides, as it would for a logger of its own
-            if (
-                _pending is not None
-                and level is not None
-                and not logging.getLogger(self._name).isEnabledFor(level)
-            ):
+        if _pending is not None:  # a lazy configure not yet acted on: this record decides
+            level = _LEVELS.get(attr)
+            if level is not None and not logging.getLogger(self._name).isEnabledFor(level):
                 return _ignore
+            _ensure()
+        if self._logger is None:
             import structlog
 
-            _ensure()
             self._logger = structlog.get_logger(self._name)
         return getattr(self._logger, attr)
 
