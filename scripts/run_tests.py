@@ -85,15 +85,18 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
     return 0, f"tests: complete: {counts}"
 
 
-def costliest_files(ledger: Ledger, count: int = 10) -> list[str]:
-    """The test files that cost the most CPU-seconds (children included), a line each."""
+def cpu_summary(ledger: Ledger, count: int = 10) -> list[str]:
+    """The suite's CPU-seconds (children included) and its ``count`` costliest test files."""
     by_file: dict[str, float] = {}
     for nodeid, seconds in ledger.cpu.items():
         path = nodeid.split("::", 1)[0]
         by_file[path] = by_file.get(path, 0.0) + seconds
-    total = sum(by_file.values()) or 1.0
+    total = sum(by_file.values())
     ranked = sorted(by_file.items(), key=lambda kv: -kv[1])[:count]
-    return [f"{seconds:8.1f} CPU-s {seconds / total:6.1%}  {path}" for path, seconds in ranked]
+    return [
+        f"tests: {total:.0f} CPU-s in all (children included); the costliest files:",
+        *(f"{sec:8.1f} CPU-s {sec / (total or 1):6.1%}  {path}" for path, sec in ranked),
+    ]
 
 
 MAX_WORKERS = 4
@@ -145,9 +148,7 @@ def main(argv: list[str]) -> int:
         code, line = verdict(ledger, proc.returncode)
     if ledger.cpu:
         # CPU-seconds hold on a busy machine, where wall times do not: what the suite costs
-        total = sum(ledger.cpu.values())
-        print(f"tests: {total:.0f} CPU-s in all (children included); the costliest files:")
-        print("\n".join(costliest_files(ledger)))
+        print("\n".join(cpu_summary(ledger)))
     print(line, flush=True)
     return code if code >= 0 else 1  # killed by a signal
 

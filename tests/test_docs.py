@@ -66,21 +66,29 @@ def test_parser_knows_every_command() -> None:
     assert set(sub.choices) == set(COMMANDS)  # type: ignore[arg-type]
 
 
-def test_help_does_not_import_torch_or_lancedb() -> None:
-    """``--help`` imports neither torch, LanceDB nor sentence-transformers (it stays fast)."""
+def _main_in_a_child(argv: list[str], modules: tuple[str, ...], cwd: Path | None = None) -> str:
+    """The stdout of ``main(argv)`` in a fresh interpreter (``exit N`` when it exits), then
+    a last line listing which of ``modules`` it imported."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
         "from codechunkd.cli import main\n"
-        "try:\n    main(['status', '--help'])\n"
-        "except SystemExit:\n    pass\n"
-        "heavy = ('torch', 'lancedb', 'sentence_transformers')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))"
+        f"try:\n    main({argv!r})\n"
+        "except SystemExit as exc:\n    print('exit', exc.code)\n"
+        f"print(sorted(m for m in {modules!r} if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().endswith("[]")
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=True
+    )
+    return run.stdout
+
+
+def test_help_does_not_import_torch_or_lancedb() -> None:
+    """``--help`` imports neither torch, LanceDB nor sentence-transformers (it stays fast)."""
+    out = _main_in_a_child(["status", "--help"], ("torch", "lancedb", "sentence_transformers"))
+    assert out.strip().endswith("[]")
 
 
 def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
@@ -89,25 +97,16 @@ def test_status_without_a_daemon_imports_neither_lancedb_nor_pyarrow(
     """``status`` with no daemon prints a real index's sources from ``state.json`` (through
     ``storage.statefile``) and their HEAD from the git files (``git.headfile``) without
     importing LanceDB, Lance, pyarrow, pygit2, an embedding runtime or torch: it stays fast."""
-    import subprocess
-    import sys
-
     repo.write("a.py", "def f():\n    return 1\n")
     repo.commit()
     indexer.sync(repo.path)
-    code = (
-        "import sys\n"
-        "from codechunkd.cli import main\n"
-        f"try:\n    main(['status', '--index-dir', {str(index_dir)!r}])\n"
-        "except SystemExit as exc:\n    print('exit', exc.code)\n"
-        "heavy = ('torch', 'lancedb', 'lance', 'pyarrow', 'pygit2', 'onnxruntime', 'tokenizers',"
-        " 'numpy', 'sentence_transformers')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))"
+    heavy = ("torch", "lancedb", "lance", "pyarrow", "pygit2", "onnxruntime", "tokenizers")
+    out = _main_in_a_child(
+        ["status", "--index-dir", str(index_dir)], (*heavy, "numpy", "sentence_transformers")
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    lines = out.stdout.strip().splitlines()
-    assert str(repo.path) in out.stdout
-    assert "1 files, 1 chunks" in out.stdout
+    lines = out.strip().splitlines()
+    assert str(repo.path) in out
+    assert "1 files, 1 chunks" in out
     assert lines[-2:] == ["exit 13", "[]"]
 
 
@@ -116,24 +115,13 @@ def test_search_without_a_daemon_imports_no_structlog(
 ) -> None:
     """``search`` with no daemon answers without importing structlog or asyncio (~0.1
     CPU-s of a command that logs nothing): its loggers come from ``logs.get_logger``."""
-    import subprocess
-    import sys
-
     repo.write("a.py", "def parse_quokka():\n    return 1\n")
     repo.commit()
     indexer.sync(repo.path)
-    code = (
-        "import sys\n"
-        "from codechunkd.cli import main\n"
-        f"try:\n    main(['search', '--index-dir', {str(index_dir)!r}, 'parse quokka'])\n"
-        "except SystemExit as exc:\n    print('exit', exc.code)\n"
-        "print(sorted(m for m in ('structlog', 'asyncio') if m in sys.modules))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=repo.path, capture_output=True, text=True, check=True
-    )
-    assert "parse_quokka" in out.stdout, out.stdout + out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    argv = ["search", "--index-dir", str(index_dir), "parse quokka"]
+    out = _main_in_a_child(argv, ("structlog", "asyncio"), cwd=repo.path)
+    assert "parse_quokka" in out, out
+    assert out.strip().splitlines()[-1] == "[]"
 
 
 def test_a_lazily_configured_command_still_writes_its_warnings() -> None:

@@ -8,7 +8,7 @@ A short command that logs nothing at its level (``search``) need not import stru
 (~0.1 CPU-s, asyncio with it): ``configure(lazy=True)`` sets the level and leaves
 structlog's set-up to the first record that passes it, and the modules on that command's
 path log through ``get_logger``, whose loggers import structlog only for a record their
-level lets through.  ``tests/test_procs.py`` checks that ``search`` imports no structlog.
+level lets through.  ``tests/test_docs.py`` checks that ``search`` imports no structlog.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def configure(*, level: int = logging.INFO, json: bool | None = None, lazy: bool
         root.handlers[:] = [_DeferredHandler()]
         root.setLevel(level)
         return
-    _pending = None
+    reset()
     _configure(level, json)
 
 

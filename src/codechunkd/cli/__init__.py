@@ -99,11 +99,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from codechunkd import heap
 
         heap.limit_arenas()  # before any thread starts (LanceDB, onnxruntime, the sync's reader)
-    if args.command != "status" or args.verbose:  # status logs nothing: skip structlog's import
-        from codechunkd import logs
+    from codechunkd import logs
 
-        # structlog is imported at the first record a command writes (most write none)
-        logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING, lazy=True)
+    # structlog is imported at the first record a command writes (most write none)
+    logs.configure(level=logs.DEBUG if args.verbose else logs.WARNING, lazy=True)
     try:
         code = COMMANDS[args.command](args)
     except CodechunkdError as exc:
