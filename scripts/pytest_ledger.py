@@ -13,6 +13,8 @@ signal leaves what it had done:
                          ran it and of the child processes it waited for (whatever the
                          machine's load, the cost of a test: ``run_tests.py`` prints the
                          costliest files)
+    wall NODEID SECONDS  its wall-clock seconds, setup to teardown (beside its CPU: how long
+                         it held a worker without using a core, e.g. waiting on a timer)
 
 A ledger without its ``finished`` line is a run that stopped early, whatever status the
 process ended with; one with fewer ``ran`` lines than ``collected`` is a short run.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -78,8 +81,8 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
         _write(f"died {getattr(node.gateway, 'id', node)}")
 
 
-_STARTED = pytest.StashKey[float]()
-"""The CPU-seconds (``_cpu_seconds``) when a test's setup began."""
+_STARTED = pytest.StashKey[tuple[float, float]]()
+"""The CPU-seconds (``_cpu_seconds``) and the monotonic clock when a test's setup began."""
 
 
 def _cpu_seconds() -> float:
@@ -92,7 +95,8 @@ def _cpu_seconds() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    item.stash[_STARTED] = _cpu_seconds()  # in the process that runs it (an xdist worker)
+    # in the process that runs it (an xdist worker)
+    item.stash[_STARTED] = (_cpu_seconds(), time.monotonic())
     yield
 
 
@@ -102,7 +106,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     started = item.stash.get(_STARTED, None)
     if call.when == "teardown" and started is not None:
         # a report property travels to the xdist controller with the report
-        outcome.get_result().user_properties.append(("cpu_s", _cpu_seconds() - started))
+        cpu, clock = started
+        outcome.get_result().user_properties.extend(
+            [("cpu_s", _cpu_seconds() - cpu), ("wall_s", time.monotonic() - clock)]
+        )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -117,8 +124,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         nodeid = report.nodeid.replace(" ", "_")
         _write(f"ran {nodeid} {_outcomes.get(report.nodeid, 'passed')}")
         for key, value in report.user_properties:
-            if key == "cpu_s":
-                _write(f"cpu {nodeid} {float(value):.2f}")
+            if key in ("cpu_s", "wall_s"):
+                _write(f"{key[:-2]} {nodeid} {float(value):.2f}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

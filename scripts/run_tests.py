@@ -37,6 +37,7 @@ class Ledger:
     died: list[str] = field(default_factory=list)
     finished: int | None = None
     cpu: dict[str, float] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path) -> Ledger:
@@ -55,9 +56,9 @@ class Ledger:
                 ledger.died.append(rest)
             elif word == "finished":
                 ledger.finished = int(rest)
-            elif word == "cpu":
+            elif word in ("cpu", "wall"):
                 nodeid, _, seconds = rest.rpartition(" ")
-                ledger.cpu[nodeid] = float(seconds)
+                getattr(ledger, word)[nodeid] = float(seconds)
         return ledger
 
 
@@ -85,18 +86,35 @@ def verdict(ledger: Ledger, returncode: int) -> tuple[int, str]:
     return 0, f"tests: complete: {counts}"
 
 
-def cpu_summary(ledger: Ledger, count: int = 10) -> list[str]:
-    """The suite's CPU-seconds (children included) and its ``count`` costliest test files."""
+def _by_file(seconds: dict[str, float]) -> dict[str, float]:
     by_file: dict[str, float] = {}
-    for nodeid, seconds in ledger.cpu.items():
+    for nodeid, sec in seconds.items():
         path = nodeid.split("::", 1)[0]
-        by_file[path] = by_file.get(path, 0.0) + seconds
-    total = sum(by_file.values())
-    ranked = sorted(by_file.items(), key=lambda kv: -kv[1])[:count]
-    return [
+        by_file[path] = by_file.get(path, 0.0) + sec
+    return by_file
+
+
+def cpu_summary(ledger: Ledger, count: int = 10) -> list[str]:
+    """The suite's CPU-seconds (children included) and its ``count`` costliest test files;
+    then the ``count`` files that held a worker longest without using a core (wall-clock
+    minus CPU-seconds, where the ledger has both: on a quiet machine, time spent waiting)."""
+    cpu = _by_file(ledger.cpu)
+    total = sum(cpu.values())
+    ranked = sorted(cpu.items(), key=lambda kv: -kv[1])[:count]
+    lines = [
         f"tests: {total:.0f} CPU-s in all (children included); the costliest files:",
         *(f"{sec:8.1f} CPU-s {sec / (total or 1):6.1%}  {path}" for path, sec in ranked),
     ]
+    wall = _by_file({n: s for n, s in ledger.wall.items() if n in ledger.cpu})
+    waits = {path: wall[path] - cpu[path] for path in wall}
+    if waits:
+        lines.append(
+            f"tests: {sum(wall.values()):.0f} s held by tests, {sum(waits.values()):.0f} s of "
+            "it not on a core (waiting, or on a busy machine queued); the longest:"
+        )
+        ranked = sorted(waits.items(), key=lambda kv: -kv[1])[:count]
+        lines += [f"{sec:8.1f} s {wall[path]:8.1f} s held  {path}" for path, sec in ranked]
+    return lines
 
 
 MAX_WORKERS = 4

@@ -133,3 +133,18 @@ def test_each_test_files_cpu_is_counted_with_its_children(tmp_path: Path, mode: 
     start = next(i for i, line in enumerate(lines) if "the costliest files" in line)
     seconds, _, _, path = lines[start + 1].split()
     assert path == "test_suite.py" and float(seconds) >= 0.5, lines[start:]
+
+
+def test_a_test_that_waits_is_counted_as_holding_a_worker_off_the_cores(
+    tmp_path: Path, mode: str
+) -> None:
+    """A test that waits 0.5 s on an event nobody sets (what a test waiting on a timer of
+    the code under test does): the summary counts at least that half second for its file
+    as held but not on a core, in one process or on xdist."""
+    result = run_suite(tmp_path, "import threading; threading.Event().wait(0.5)", mode)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "not on a core" in line)
+    waited, _, held, _, _, path = lines[start + 1].split()
+    assert path == "test_suite.py", lines[start:]
+    assert float(held) >= float(waited) >= 0.5, lines[start:]
