@@ -7,6 +7,7 @@
     .venv/bin/python bench/questions.py --split held-out      # only when measuring, never tuning
     .venv/bin/python bench/questions.py --disable RULE,...    # once search can switch rules off
     .venv/bin/python bench/questions.py --ablate RULE,...     # + default with each rule off
+    .venv/bin/python bench/questions.py --windows 3           # long chunks: 3 windows pooled
 
 The questions are data, one TOML file per repository in ``bench/questions/``: where the
 code is (``root`` with ``{site_packages}``, ``{stdlib}`` or ``{code_cache}``, ``include``
@@ -313,6 +314,59 @@ def _window(window: int | None) -> dict[str, int]:
     return {"embedding.max_seq_length": window} if window else {}
 
 
+STRIDE = 32
+"""Tokens that one window of a long text shares with the one before (``--windows``)."""
+
+
+class PooledWindows:
+    """``--windows N``: an embedder that reads up to N windows of a long text, not only its
+    head. The text is cut into windows of the model's window of tokens, each overlapping the
+    one before by :data:`STRIDE` tokens; each window is embedded as a text of its own, and
+    the text's vector is the normalised mean of its windows' vectors. A text that fits one
+    window gets the model's own vector. Everything else is the wrapped embedder's."""
+
+    def __init__(self, inner: Any, windows: int, settings: Any) -> None:
+        from tokenizers import Tokenizer
+
+        from codechunkd.embedding.models import model_path
+
+        path = model_path(settings.model)
+        if path is None:
+            raise SystemExit(f"--windows: no local files for the model {settings.model!r}")
+        self.inner, self.windows = inner, windows
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=settings.max_seq_length, stride=STRIDE)
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.inner.model_id}/windows{self.windows}"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        from codechunkd.embedding.base import normalize
+
+        parts: list[str] = []
+        owner: list[int] = []
+        encodings = self.tokenizer.encode_batch(list(texts))
+        for i, (text, enc) in enumerate(zip(texts, encodings, strict=True)):
+            windows = [enc, *enc.overflowing[: self.windows - 1]]
+            if len(windows) == 1:
+                parts.append(text)
+                owner.append(i)
+                continue
+            for w in windows:
+                spans = [(a, b) for a, b in w.offsets if b > a]  # special tokens have none
+                parts.append(text[spans[0][0] : spans[-1][1]] if spans else "")
+                owner.append(i)
+        vectors = self.inner.embed(parts)
+        pooled = np.zeros((len(texts), vectors.shape[1]), dtype=np.float64)
+        np.add.at(pooled, owner, vectors)
+        return normalize(pooled)
+
+
 def build_index(
     repo: Repo,
     files: Sequence[str],
@@ -322,6 +376,7 @@ def build_index(
     embedder: Any,
     fresh: bool,
     window: int | None = None,
+    windows: int | None = None,
 ) -> tuple[Any, str]:
     """The repository's index (built, or reused from ``work``) and a line saying which."""
     from codechunkd.config import load_settings
@@ -332,7 +387,11 @@ def build_index(
     from codechunkd.storage.store import IndexStore
     from search_quality import commit_corpus
 
-    home = work / (f"{repo.name}-{digest}-{code_digest()}" + (f"-w{window}" if window else ""))
+    home = work / (
+        f"{repo.name}-{digest}-{code_digest()}"
+        + (f"-w{window}" if window else "")
+        + (f"-p{windows}" if windows else "")
+    )
     settings = load_settings(
         env={}, overrides={"index.dir": str(home / "index"), **_window(window)}
     )
@@ -478,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--window", type=int, help="tokens of a chunk the model reads (embedding.max_seq_length)"
     )
+    ap.add_argument(
+        "--windows",
+        type=int,
+        help="embed up to N windows of a long chunk, their vectors pooled (PooledWindows)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("LANCEDB_LOG", "error")
     disable = frozenset(x.strip() for x in args.disable.split(",") if x.strip())
@@ -508,7 +572,10 @@ def main(argv: list[str] | None = None) -> int:
     from codechunkd.config import load_settings
     from codechunkd.embedding.embedder import make_embedder
 
-    embedder = make_embedder(load_settings(env={}, overrides=_window(args.window)).embedding)
+    embedding = load_settings(env={}, overrides=_window(args.window)).embedding
+    embedder = make_embedder(embedding)
+    if args.windows and args.windows > 1:
+        embedder = PooledWindows(embedder, args.windows, embedding)
     outcomes: list[Outcome] = []
     used: list[Repo] = []
     for repo in repos:
@@ -532,7 +599,15 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         index, line = build_index(
-            repo, files, digest, args.work, args.cache, embedder, args.fresh, args.window
+            repo,
+            files,
+            digest,
+            args.work,
+            args.cache,
+            embedder,
+            args.fresh,
+            args.window,
+            args.windows if args.windows and args.windows > 1 else None,
         )
         print(line, file=log, flush=True)
         t0 = time.monotonic()

@@ -121,3 +121,21 @@ def test_rules_switched_off_reach_the_search_by_name() -> None:
     plain = _RecordingIndex()
     Q.run_query(plain, "q", Q.searches(frozenset(), [])["text"])
     assert plain.calls == [{"k": 10, "mode": "text"}]
+
+
+def test_pooled_windows_read_a_long_text_past_the_models_window(embedder) -> None:  # type: ignore[no-untyped-def]
+    """``--windows``: a text that fits the model's window keeps the model's vector; a long
+    one gets the normalised mean of its windows' vectors, each window a text of its own, so
+    its vector moves towards what its tail says (the head alone cannot see it)."""
+    from codechunkd.config import load_settings
+
+    pooled = Q.PooledWindows(embedder, 3, load_settings(env={}).embedding)
+    assert pooled.model_id == f"{embedder.model_id}/windows3"  # never mixed in one cache
+    head = "def load_rows(stream):\n" + "".join(f"    row_{i} = stream.read()\n" for i in range(60))
+    tail = "".join(f"    send_email_to_customer(address_{i}, invoice)\n" for i in range(60))
+    short, long = pooled.embed(["parse a header line", head + tail])
+    assert float(short @ embedder.embed(["parse a header line"])[0]) == pytest.approx(1, abs=1e-5)
+    whole = embedder.embed([head + tail])[0]  # the model alone: the head only
+    question = embedder.embed(["email the invoice to the customer"])[0]
+    assert float(question @ long) > float(question @ whole) + 0.05
+    assert float(long @ long) == pytest.approx(1, abs=1e-5)
