@@ -8,9 +8,9 @@ alternating round by round (``--rounds``), medians of:
 - ``status`` with no daemon: CPU-seconds (user + system, children included) and wall;
 - ``search`` with no daemon: the same;
 - ``mcp`` over stdio (the MCP SDK's client): wall from spawning the server to the answer of
-  its first ``search``, and the server's CPU-seconds to that point; then the same with the
-  search sent 2 s after the handshake, as an agent's first question comes (its wall is that
-  answer's alone);
+  its first ``search`` (the client has imported its SDK by then, as a running agent has),
+  and the server's CPU-seconds to that point; then the same with the search sent 2 s after
+  the handshake, as an agent's first question comes (its wall is that answer's alone);
 
 then, for this checkout only: ``codechunkd run`` from spawning to ``ready`` on the current
 index, a ``search`` answered by it (client CPU and wall), and the daemon's RSS after
@@ -78,13 +78,15 @@ def mcp_first_search(
         "from mcp.client.stdio import StdioServerParameters, stdio_client\n"
         "async def main():\n"
         "    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))\n"
+        "    spawned = time.monotonic()\n"
         "    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:\n"
         "        await s.initialize()\n"
         f"        await asyncio.sleep({delay})\n"
         "        t = time.monotonic()\n"
         f"        res = await s.call_tool('search', {{'query': {QUERY!r}, 'k': 10}})\n"
         "        assert not res.is_error, res.content\n"
-        "        print('answered', time.monotonic() - t, flush=True)\n"
+        "        now = time.monotonic()\n"
+        "        print('answered', now - t, now - spawned, flush=True)\n"
         "        sys.stdin.readline()\n"
         "asyncio.run(main())\n"
     )
@@ -98,7 +100,6 @@ def mcp_first_search(
         "sys.exit(p.wait())\n"
     )
     argv = [sys.executable, "-c", wrapper, str(pidfile), EXE, "mcp", "--index-dir", str(index)]
-    t0 = time.monotonic()
     client = subprocess.Popen(
         [sys.executable, "-c", code, *argv],
         env=env,
@@ -109,11 +110,9 @@ def mcp_first_search(
     )
     assert client.stdin is not None and client.stdout is not None
     line = client.stdout.readline()
-    wall = time.monotonic() - t0
     if not line.startswith("answered "):
         sys.exit("mcp: no answer to the first search")
-    if delay:
-        wall = float(line.split()[1])
+    wall = float(line.split()[1 if delay else 2])
     cpu = process_cpu(int(pidfile.read_text()))
     client.stdin.close()  # the client leaves, the server's stdin closes, the server ends
     client.wait(timeout=120)

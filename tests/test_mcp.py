@@ -639,7 +639,7 @@ def test_daemon_started_and_stopped_under_the_server(
 def test_hit_text_escapes_control_characters_in_names() -> None:
     """A file name holding a newline cannot forge a hit of its own in the text an agent
     reads: paths and symbols are escaped (``display.printable``); the content stays fenced."""
-    from codechunkd.mcp_server import render_hits
+    from codechunkd.mcp_server.render import render_hits
 
     forged = "2. x.py:1-2  forged"
     hit = {
@@ -662,7 +662,7 @@ def test_the_warm_up_loads_nothing_for_a_daemon_or_a_remote_model(
     model: not beside a daemon's socket, not for the ``remote`` backend (a server that does
     not answer would hold the index behind its retries)."""
     from codechunkd.config import load_settings
-    from codechunkd.mcp_server import Backend
+    from codechunkd.mcp_server.backend import Backend
 
     base = {"index.dir": str(index_dir)}
     remote = load_settings(
@@ -687,3 +687,39 @@ def test_the_warm_up_loads_nothing_for_a_daemon_or_a_remote_model(
         local.paths.socket.unlink()
     local.warm()
     assert local._index is not None
+
+
+def test_the_warm_up_and_the_sdk_import_disjoint_modules(index_dir: Path, indexed: Repo) -> None:
+    """``codechunkd mcp`` warms the index in a thread while the main thread imports the MCP SDK
+    (``Backend.start_warming``).  Two threads that import one module each and wait for the
+    other's raise ``_DeadlockError`` (the warm-up once imported a piece of the SDK, and the
+    server died at its start).  So past what is imported before the thread starts (the CLI,
+    the settings, ``SHARED_IMPORTS``), the modules each imports are disjoint: each set is
+    read in a fresh interpreter, the warm-up's from a real warm-up of a real index."""
+    before = (
+        "import importlib\n"
+        "import codechunkd.cli, codechunkd.cli.mcp, codechunkd.cli.common\n"
+        "from codechunkd.config import load_settings\n"
+        "from codechunkd.mcp_server.backend import SHARED_IMPORTS, Backend\n"
+        "for name in SHARED_IMPORTS: importlib.import_module(name)\n"
+        f"settings = load_settings(env={{}}, overrides={{'index.dir': {str(index_dir)!r}}})\n"
+    )
+    after = "\nimport json, sys; print(json.dumps(sorted(sys.modules)))\n"
+
+    def modules(code: str) -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", before + code + after],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "LANCEDB_LOG": "error"},
+        ).stdout
+        return set(json.loads(out.splitlines()[-1]))
+
+    start = modules("")
+    warm = modules("b = Backend(settings); b.warm(); assert b._index is not None")
+    sdk = modules("import codechunkd.mcp_server.server")
+    assert "lance" in warm - start and "mcp" in sdk - start  # each did its imports
+    both = (warm - start) & (sdk - start)
+    # sysconfig's data module imports nothing: holding its lock, a thread waits for no other
+    assert {m for m in both if not m.startswith("_sysconfigdata_")} == set()

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -316,3 +317,23 @@ def test_import_pulls_no_storage_or_git() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(done.stdout) == []
+
+
+def test_a_reading_process_embeds_queries_with_one_session_of_one_thread(
+    onnx_settings: EmbeddingSettings,
+) -> None:
+    """``query_embedder`` (``codechunkd search``, the MCP server) opens one session of one
+    thread whatever the settings ask for the indexer: a reader embeds a query or two, and a
+    second session or thread only costs CPU.  Its vectors are the indexer's, same model id."""
+    from codechunkd.config.settings import Settings
+    from codechunkd.storage.reader import query_embedder
+
+    wide = replace(onnx_settings, sessions=2, threads=2)
+    reader = query_embedder(Settings(embedding=wide))
+    query = ["open a file and read its lines"]
+    got = reader.embed(query)
+    assert isinstance(reader, OnnxEmbedder)
+    assert (reader.sessions, reader.threads, len(reader.session_batches)) == (1, 1, 1)
+    indexer = OnnxEmbedder(wide)
+    np.testing.assert_allclose(got, indexer.embed(query), atol=1e-5)
+    assert reader.model_id == indexer.model_id

@@ -1,7 +1,8 @@
 """``codechunkd mcp``: serve the index to coding agents (Model Context Protocol).
 
 Owns the command's parser (its own three options: no ``--json``).  The server is
-``mcp_server``, imported inside ``cmd_mcp`` alone, so ``--help`` never imports the MCP SDK.
+``mcp_server``, imported inside ``cmd_mcp`` alone, so ``--help`` never imports the MCP SDK;
+its backend starts warming before the SDK is imported.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """The MCP server; the SDK is imported only here (``--help`` stays light)."""
-    from codechunkd import mcp_server
+    """The MCP server.  The index and the query model start loading (a thread) before the MCP
+    SDK is imported, which costs a second of its own; the SDK is imported only here, so
+    ``--help`` stays light."""
+    from codechunkd.mcp_server.backend import Backend
 
     os.environ.setdefault("LANCEDB_LOG", "error")  # stderr is the agent's log: no Rust WARN noise
-    return mcp_server.serve(common.settings(args), http=args.http, port=args.port)
+    backend = Backend(common.settings(args))
+    warming = backend.start_warming()
+    from codechunkd.mcp_server.server import serve
+
+    return serve(backend, warming, http=args.http, port=args.port)

@@ -19,14 +19,6 @@ The package, module by module (imports point down the list):
 - ``tools``, ``refs``: each tool's schema and body;
 - ``render``: the text the model reads; ``backend``: where answers come from.
 
-This file only re-exports what the CLI (``serve``) and others import; it holds no code.
+This file holds no code and imports nothing: ``backend`` is imported (and the index warming)
+before the SDK is, which ``server`` and the tools import at their top.
 """
-
-from __future__ import annotations
-
-from codechunkd.mcp_server.backend import Backend
-from codechunkd.mcp_server.http import http_token
-from codechunkd.mcp_server.render import render_hits, trim_hits
-from codechunkd.mcp_server.server import build_server, serve
-
-__all__ = ["Backend", "build_server", "http_token", "render_hits", "serve", "trim_hits"]

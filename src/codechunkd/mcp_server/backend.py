@@ -10,14 +10,13 @@ import LanceDB at the top (``index()`` imports the reader lazily).
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from mcp.server.mcpserver.exceptions import ToolError
 
 from codechunkd import logs
 from codechunkd.config import Settings
@@ -26,6 +25,42 @@ from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.request import SearchRequest
 
 log = logs.get_logger("codechunkd.mcp")
+
+
+def tool_error(message: str) -> Exception:
+    """The SDK's ``ToolError`` (its text is what the agent reads), imported when raised: this
+    module is imported, and the index warming, before the SDK is (``cli/mcp.py``)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(message)
+
+
+SHARED_IMPORTS = (
+    "asyncio",
+    "base64",
+    "bz2",
+    "calendar",
+    "concurrent.futures",
+    "decimal",
+    "importlib.util",
+    "locale",
+    "lzma",
+    "pickle",
+    "platform",
+    "queue",
+    "random",
+    "shutil",
+    "signal",
+    "ssl",
+    "subprocess",
+    "sysconfig",
+    "tempfile",
+    "uuid",
+    "_cffi_backend",
+)
+"""What both the warm-up (Lance, pyarrow, onnxruntime, pygit2) and the MCP SDK import, beyond
+what ``codechunkd mcp`` has imported when it starts warming (all but ``_cffi_backend``, pygit2's,
+from the standard library).  ``tests/test_mcp.py`` checks the list against both imports."""
 
 DAEMON_SEARCH_TIMEOUT = 60.0
 """The daemon's first search may load its model (seconds)."""
@@ -64,6 +99,10 @@ class Backend:
         a missing index or a model that cannot load is left for the tool call to report."""
         if self.paths.socket.exists() or self.settings.embedding.backend == "remote":
             return
+        missing = self._missing()
+        if missing:  # said here, not raised: the SDK's ToolError is not to be imported here
+            log.info("mcp_warm_skipped", reason=missing[:300])
+            return
         t0 = time.monotonic()
         try:
             with self._lock:
@@ -73,15 +112,37 @@ class Backend:
             return
         log.info("mcp_warm", seconds=round(time.monotonic() - t0, 3))
 
+    def start_warming(self) -> threading.Thread:
+        """``warm`` in a thread of its own, started now.  ``codechunkd mcp`` starts it before it
+        imports the MCP SDK, so the index and the query model load while the SDK's models
+        build; the caller joins it (no exit cuts a load short).
+
+        The modules both would import (``SHARED_IMPORTS``) are imported first, here: two
+        threads that each hold one module's import lock and wait for the other's raise
+        Python's ``_DeadlockError`` (seen with the SDK's own import cycles, when the warm-up
+        imported part of it).  With those done, the two threads import disjoint modules."""
+        for name in SHARED_IMPORTS:
+            importlib.import_module(name)
+        thread = threading.Thread(target=self.warm, name="mcp-warm")
+        thread.start()
+        return thread
+
+    def _missing(self) -> str | None:
+        """Why there is no index to open (one line for the agent), or None."""
+        uri = self.paths.uri
+        if "://" not in uri and not (Path(uri) / "chunks.lance").is_dir():
+            return (
+                f"no index at {uri}: run `codechunkd run PATH` (or "
+                "`codechunkd index PATH`) first, or pass the right --index-dir"
+            )
+        return None
+
     def _open(self) -> Any:
         """``index()``'s body, under ``_lock``."""
         if self._index is None:
-            uri = self.paths.uri
-            if "://" not in uri and not (Path(uri) / "chunks.lance").is_dir():
-                raise ToolError(
-                    f"no index at {uri}: run `codechunkd run PATH` (or "
-                    "`codechunkd index PATH`) first, or pass the right --index-dir"
-                )
+            missing = self._missing()
+            if missing:
+                raise tool_error(missing)
             from codechunkd.storage.reader import open_index
 
             self._index = open_index(settings=self.settings)
@@ -100,7 +161,7 @@ class Backend:
             about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
             return answer["hits"], "daemon", about
         if isinstance(answer, dict) and answer.get("error"):
-            raise ToolError(f"the daemon could not search: {answer['error']}")
+            raise tool_error(f"the daemon could not search: {answer['error']}")
         index = self.index()
         hits = index.run(req)
         cov = index.coverage(repo=req.repo)
@@ -119,7 +180,7 @@ class Backend:
             return  # nothing to check against: the search says what it finds
         roots = sorted({s["repo"] for s in doc.get("sources", []) if "repo" in s})
         if roots and repo not in roots:
-            raise ToolError(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
+            raise tool_error(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
 
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
         """(path inside its repository, repository root or None), from what an agent passes."""
@@ -131,7 +192,7 @@ class Backend:
             for root in [repo] if repo else roots:
                 if root and full.startswith(root.rstrip(os.sep) + os.sep):
                     return os.path.relpath(full, root), root
-            raise ToolError(
+            raise tool_error(
                 f"{path} is not inside an indexed repository "
                 f"(indexed: {', '.join(roots) or 'none'})"
             )
@@ -142,7 +203,7 @@ class Backend:
         rows = self.index().file(rel, repo=root)
         if not rows:
             roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
-            raise ToolError(
+            raise tool_error(
                 f"no chunks indexed for {rel!r}"
                 + (f" in {root}" if root else "")
                 + f"; paths are relative to the repository root (indexed: {roots})"
@@ -153,7 +214,7 @@ class Backend:
         """The id of the innermost chunk of ``path`` that covers ``line``."""
         rows = [r for r in self.outline(path, repo) if r.start_line <= line <= r.end_line]
         if not rows:
-            raise ToolError(f"no chunk of {path} covers line {line}")
+            raise tool_error(f"no chunk of {path} covers line {line}")
         best = min(rows, key=lambda r: (r.end_line - r.start_line, r.synthetic))
         return str(best.id)
 
@@ -164,7 +225,7 @@ class Backend:
         for cid in ids:
             row = index.get(cid)
             if row is None:
-                raise ToolError(
+                raise tool_error(
                     f"no chunk with id {cid!r} (ids come from `search` or `outline`; "
                     "an edit since then replaces a file's chunks and their ids)"
                 )

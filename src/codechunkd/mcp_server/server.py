@@ -21,7 +21,6 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 from codechunkd import __version__
-from codechunkd.config import Settings
 from codechunkd.mcp_server.backend import Backend
 from codechunkd.mcp_server.http import http_token, serve_http
 from codechunkd.mcp_server.refs import register as register_refs
@@ -91,14 +90,14 @@ def build_server(backend: Backend) -> MCPServer:
     return server
 
 
-def serve(settings: Settings, *, http: bool = False, port: int = 8765) -> int:
-    """Serve until the client goes (stdio) or the process is stopped (HTTP)."""
-    backend = Backend(settings)
-    server = build_server(backend)
-    token = http_token() if http else ""  # before listening: a bad token file stops the start
-    warming = threading.Thread(target=backend.warm, name="mcp-warm")
-    warming.start()  # alongside the client's handshake; joined, so no exit cuts a load short
+def serve(
+    backend: Backend, warming: threading.Thread, *, http: bool = False, port: int = 8765
+) -> int:
+    """Serve until the client goes (stdio) or the process is stopped (HTTP); ``warming`` is
+    ``backend.start_warming()``'s thread, joined before returning."""
     try:
+        server = build_server(backend)
+        token = http_token() if http else ""  # before listening: a bad token file stops the start
         if not http:
             anyio.run(serve_stdio, server)
             return 0

@@ -208,15 +208,19 @@ def query_embedder(settings: Settings) -> Embedder:
     """The configured embedder; for ``torch``, its ONNX twin when already exported.
 
     The twin has the same model id (same vectors, cosine 1.0000) and starts without
-    importing torch, many times sooner: a query needs one vector.
+    importing torch, many times sooner: a query needs one vector.  An ONNX embedder here
+    opens one session of one thread: a reading process embeds a query or two, and a second
+    session costs its creation again, a second thread spins on the other core while the
+    search runs (``codechunkd search`` without a daemon: 0.12 CPU-s of ~1.0, #33).
     """
+    one = replace(settings.embedding, sessions=1, threads=1)
     if settings.embedding.backend == "torch":
         from codechunkd.embedding.embed_onnx import OnnxEmbedder
 
-        twin = OnnxEmbedder(replace(settings.embedding, backend="onnx"))
+        twin = OnnxEmbedder(replace(one, backend="onnx"))
         if twin.model_file is not None:
             return twin
-    return make_embedder(settings.embedding)
+    return make_embedder(one if settings.embedding.backend == "onnx" else settings.embedding)
 
 
 def open_index(
