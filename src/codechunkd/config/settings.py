@@ -143,7 +143,9 @@ class EmbeddingSettings:
     1, 2, 4, … up to all usable cores, and all cores split among several sessions, on real
     code once per machine and model, and keeps the fastest (on an idle 2-core VM, 2 threads
     ran 2.0x as fast as 1; on a busy one, 1 was faster); ``torch`` then keeps torch's own
-    default. Bounds: 0 to 256."""
+    default. A process that only reads (``codechunkd search`` without a daemon, the MCP
+    server) embeds its queries with one session of one thread whatever this and
+    ``sessions`` say. Bounds: 0 to 256."""
     sessions: int = 0
     """``onnx`` backend: sessions that share each batch, each in its own thread and holding
     its own copy of the weights (~90 MB for the bundled model; capped so all fit in 2 GB).
