@@ -574,8 +574,9 @@ def main(argv: list[str] | None = None) -> int:
 
     embedding = load_settings(env={}, overrides=_window(args.window)).embedding
     embedder = make_embedder(embedding)
-    if args.windows and args.windows > 1:
-        embedder = PooledWindows(embedder, args.windows, embedding)
+    windows = args.windows if args.windows and args.windows > 1 else None
+    if windows:
+        embedder = PooledWindows(embedder, windows, embedding)
     outcomes: list[Outcome] = []
     used: list[Repo] = []
     for repo in repos:
@@ -607,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
             embedder,
             args.fresh,
             args.window,
-            args.windows if args.windows and args.windows > 1 else None,
+            windows,
         )
         print(line, file=log, flush=True)
         t0 = time.monotonic()

@@ -211,7 +211,7 @@ def query_embedder(settings: Settings) -> Embedder:
     importing torch, many times sooner: a query needs one vector.  An ONNX embedder here
     opens one session of one thread: a reading process embeds a query or two, and a second
     session costs its creation again, a second thread spins on the other core while the
-    search runs (``codechunkd search`` without a daemon: 0.12 CPU-s of ~1.0, #33).
+    search runs (``codechunkd search`` without a daemon: 0.95 against 1.09 CPU-s, #33).
     """
     one = replace(settings.embedding, sessions=1, threads=1)
     if settings.embedding.backend == "torch":
