@@ -23,6 +23,12 @@ through Lance alone).  Figures only, no assertion.
 
     .venv/bin/python bench/startup.py --baseline /work/main/src
     .venv/bin/python bench/startup.py --baseline /work/main/src --reuse REPO INDEX
+    .venv/bin/python bench/startup.py --baseline OLD/src \
+        --baseline-env CODECHUNKD_EMBEDDING_ONNX_DIR=DIR   # the old code's own model export
+
+Both variants share the model's export cache unless ``--baseline-env`` gives the baseline
+its own: code from before the weights moved beside the graph (``model.onnx.data``) would
+otherwise load this checkout's export, and gain from it.
 """
 
 from __future__ import annotations
@@ -277,6 +283,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=50)
     ap.add_argument("--baseline", help="another checkout's src, run alternately (today's code)")
+    ap.add_argument(
+        "--baseline-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the baseline's commands only (e.g. its own "
+        "CODECHUNKD_EMBEDDING_ONNX_DIR, where its model export is of its own format)",
+    )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--idle", type=float, default=60.0, help="seconds idle before each RSS")
     ap.add_argument("--no-daemon", action="store_true", help="skip the daemon's figures")
@@ -315,6 +329,7 @@ def main() -> None:
             f"{time.monotonic() - t0:.0f} s"
         )
         variants = {"this checkout": HERE}
+        baseline_env = dict(kv.split("=", 1) for kv in args.baseline_env)
         if args.baseline:
             variants["baseline"] = str(Path(args.baseline).resolve())
         commands = {
@@ -326,7 +341,7 @@ def main() -> None:
             args.rounds + 1 if args.rounds else 0
         ):  # --rounds 0: the daemon only  # round 0 warms the bytecode caches, not counted
             for label, src in variants.items():
-                venv = dict(env, PYTHONPATH=src)
+                venv = dict(env, PYTHONPATH=src, **(baseline_env if label == "baseline" else {}))
                 for name, argv in commands.items():
                     got = timed(argv, venv)
                     if rnd:

@@ -29,6 +29,7 @@ from codechunkd.embedding.onnx_export import (
     MODEL_FILE,
     ModelLayout,
     export_dir,
+    export_model,
     model_layout,
 )
 from codechunkd.errors import EmbeddingError
@@ -50,19 +51,23 @@ def reference() -> tuple[list[str], np.ndarray[Any, np.dtype[np.float32]]]:
 
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory: pytest.TempPathFactory, layout: ModelLayout) -> Path:
-    """The torch-free graph, written where the export cache of `embedder` looks for it."""
-    folder = export_dir(
-        _settings(tmp_path_factory.mktemp("onnx")), model_fingerprint(BUNDLED_MODEL)
-    )
-    write_bert_onnx(layout.transformer, folder / MODEL_FILE)
-    (folder / META_FILE).write_text("{}\n")
-    return folder / MODEL_FILE
+    """The torch-free graph as ``write_bert_onnx`` writes it (its weights inside)."""
+    path = tmp_path_factory.mktemp("graph") / MODEL_FILE
+    write_bert_onnx(layout.transformer, path)
+    return path
 
 
 @pytest.fixture(scope="module")
-def embedder(model_file: Path) -> OnnxEmbedder:
-    """The onnx backend (tokenizer, truncation, pooling) running the torch-free graph."""
-    return OnnxEmbedder(_settings(model_file.parents[1]))
+def embedder(tmp_path_factory: pytest.TempPathFactory, model_file: Path) -> OnnxEmbedder:
+    """The onnx backend (tokenizer, truncation, pooling) running the torch-free graph, cached
+    as the export does it: the graph's weights written apart (``export_model``)."""
+    onnx_dir = tmp_path_factory.mktemp("onnx")
+    folder = export_dir(_settings(onnx_dir), model_fingerprint(BUNDLED_MODEL))
+    folder.mkdir(parents=True)
+    (folder / MODEL_FILE).write_bytes(model_file.read_bytes())
+    (folder / META_FILE).write_text("{}\n")
+    export_model(_settings(onnx_dir))
+    return OnnxEmbedder(_settings(onnx_dir))
 
 
 def _settings(onnx_dir: Path) -> EmbeddingSettings:

@@ -127,11 +127,15 @@ class SessionLayout:
 
 
 def max_sessions(model_file: Path, budget: int = SESSIONS_MEMORY) -> int:
-    """Sessions whose weights fit in ``budget`` bytes (at least one)."""
+    """Sessions whose weights fit in ``budget`` bytes (at least one): the graph's file and
+    the weights beside it (``model.onnx.data``), when it keeps them apart."""
     try:
         size = model_file.stat().st_size
     except OSError:
         return 1
+    weights = model_file.with_name(f"{model_file.name}.data")
+    if weights.is_file():
+        size += weights.stat().st_size
     return max(1, budget // max(1, size))
 
 
