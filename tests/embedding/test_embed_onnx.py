@@ -178,6 +178,23 @@ def test_an_export_keeps_its_weights_beside_the_graph(onnx_settings: EmbeddingSe
 
 
 @pytest.mark.slow
+def test_an_export_whose_weights_file_is_gone_is_made_again(tmp_path: Path) -> None:
+    """A cached export missing its weights file (deleted, a disk cleaned) is exported again
+    on the next load, which then embeds as the bundled model does."""
+    settings = EmbeddingSettings(backend="onnx", onnx_dir=str(tmp_path), sessions=1, threads=1)
+    fingerprint = model_fingerprint(settings.model)
+    model = export_model(settings)
+    want = OnnxEmbedder(settings).embed(["def add(a, b):\n    return a + b\n"])
+    (model.parent / WEIGHTS_FILE).unlink()
+    assert cached_model(settings, fingerprint) is None
+
+    again = OnnxEmbedder(settings)
+    got = again.embed(["def add(a, b):\n    return a + b\n"])
+    assert again.model_file == model and (model.parent / WEIGHTS_FILE).is_file()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
 def test_an_export_made_with_its_weights_inside_moves_them_out(tmp_path: Path) -> None:
     """A cached export from before (the weights inside the graph) is not used as it is: the
     next load writes its weights apart, and the graph gives the same hidden states."""

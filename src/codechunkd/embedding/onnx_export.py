@@ -159,15 +159,15 @@ def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
         layout = model_layout(settings.model)
         final.parent.mkdir(parents=True, exist_ok=True)
         with _staging(final) as tmp:
-            if (final / MODEL_FILE).is_file() and (final / META_FILE).is_file() and not force:
+            kept = (final / MODEL_FILE).is_file() and (final / META_FILE).is_file() and not force
+            if kept:
                 # a complete export lacking the int8 copy, or made with its weights inside:
                 # kept, with the layout measured for it (embed_onnx's calibration cache)
                 for f in final.iterdir():
                     if f.is_file() and f.name != META_FILE:
                         shutil.copy2(f, tmp / f.name)
-            else:
+            if not kept or not _weights_apart(tmp / MODEL_FILE):
                 _export_fp32(layout, tmp / MODEL_FILE)
-            if not (tmp / WEIGHTS_FILE).is_file():
                 _move_weights_out(tmp / MODEL_FILE)
             if settings.quantized:
                 _quantize(tmp / MODEL_FILE, tmp / QUANTIZED_FILE)
@@ -276,6 +276,19 @@ def _export_fp32(layout: ModelLayout, target: Path) -> None:
     log.info(
         "model_exported", model=str(layout.root), how=how, seconds=round(time.monotonic() - t0, 2)
     )
+
+
+def _weights_apart(model_file: Path) -> bool:
+    """Whether a kept graph has, or now has, its weights beside it; False for one whose
+    weights file is gone (it is exported again)."""
+    if model_file.with_name(WEIGHTS_FILE).is_file():
+        return True
+    try:
+        _move_weights_out(model_file)
+    except EmbeddingError as exc:
+        log.warning("model_export_damaged", model=str(model_file), error=str(exc)[:300])
+        return False
+    return True
 
 
 def _move_weights_out(model_file: Path) -> None:
