@@ -195,6 +195,53 @@ def test_an_export_whose_weights_file_is_gone_is_made_again(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def test_an_earlier_export_that_cannot_be_converted_is_run_as_it_is(tmp_path: Path) -> None:
+    """An export of the earlier layout (weights inside the graph) where the converted copy
+    cannot be written (here a process allowed files of 10 MB at most, as on a full disk or
+    in a cache a service only reads) is run as it is: a warning, the same vectors."""
+    import resource
+
+    from codechunkd.embedding.bert_onnx import write_bert_onnx
+    from codechunkd.embedding.onnx_export import model_layout
+
+    settings = EmbeddingSettings(
+        backend="onnx", onnx_dir=str(tmp_path / "onnx"), sessions=1, threads=1
+    )
+    folder = export_dir(settings, model_fingerprint(settings.model))
+    write_bert_onnx(model_layout(settings.model).transformer, folder / MODEL_FILE)
+    (folder / META_FILE).write_text("{}")
+    text = "def add(a, b):\n    return a + b\n"
+    script = (
+        "import json, sys\n"
+        "from codechunkd import logs\n"
+        "from codechunkd.config.settings import EmbeddingSettings\n"
+        "from codechunkd.embedding.embed_onnx import OnnxEmbedder\n"
+        "logs.configure()\n"
+        f"s = EmbeddingSettings(backend='onnx', onnx_dir={settings.onnx_dir!r}, sessions=1, "
+        "threads=1)\n"
+        f"print(json.dumps(OnnxEmbedder(s).embed([{text!r}])[0].tolist()))\n"
+    )
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10 * 2**20, 10 * 2**20))
+
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "model_export_kept" in done.stderr
+    assert not (folder / WEIGHTS_FILE).exists()
+    got = np.array(json.loads(done.stdout.strip().splitlines()[-1]), dtype=np.float32)
+    converted = OnnxEmbedder(settings)  # here files may be large: converted on load
+    np.testing.assert_array_equal(got, converted.embed([text])[0])
+    assert (folder / WEIGHTS_FILE).is_file()
+
+
+@pytest.mark.slow
 def test_an_export_made_with_its_weights_inside_moves_them_out(tmp_path: Path) -> None:
     """A cached export from before (the weights inside the graph) is not used as it is: the
     next load writes its weights apart, and the graph gives the same hidden states."""

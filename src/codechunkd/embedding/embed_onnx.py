@@ -44,6 +44,7 @@ from codechunkd.embedding.models import model_dimension, model_fingerprint
 from codechunkd.embedding.onnx_export import (
     ModelLayout,
     cached_model,
+    earlier_export,
     export_in_subprocess,
     model_layout,
 )
@@ -204,8 +205,10 @@ class OnnxEmbedder:
 
     @property
     def model_file(self) -> Path | None:
-        """The cached ``.onnx`` file this embedder runs, if it is exported."""
-        return cached_model(self._settings, self._fingerprint)
+        """The cached ``.onnx`` file this embedder runs, if it is exported (an export of the
+        earlier layout, its weights inside the graph, included: ``load`` converts it)."""
+        found = cached_model(self._settings, self._fingerprint)
+        return found or earlier_export(self._settings, self._fingerprint)
 
     def load(self, layout: SessionLayout | None = None) -> None:
         """Export if needed, then open the sessions and the tokenizer (idempotent).
@@ -215,7 +218,7 @@ class OnnxEmbedder:
         with self._lock:
             if self._sessions:
                 return
-            path = self.model_file or export_in_subprocess(self._settings)
+            path = cached_model(self._settings, self._fingerprint) or self._export()
             model = model_layout(self._settings.model)
             try:
                 tokenizer = load_tokenizer(model, self._settings.max_seq_length)
@@ -231,6 +234,19 @@ class OnnxEmbedder:
             self.sessions, self.threads = layout.sessions, layout.threads
             self.session_batches = [0] * len(sessions)
             self._sessions = sessions
+
+    def _export(self) -> Path:
+        """Export the model (in a child process), or convert an export of the earlier layout;
+        where that fails but such an export is there (a cache this process cannot write), it
+        is run as it is: its weights inside the graph load slower, the vectors are the same."""
+        try:
+            return export_in_subprocess(self._settings)
+        except EmbeddingError as exc:
+            kept = earlier_export(self._settings, self._fingerprint)
+            if kept is None:
+                raise
+            log.warning("model_export_kept", model=str(kept), reason=str(exc)[:300])
+            return kept
 
     def _choose_layout(self, path: Path) -> SessionLayout:
         """The settings' layout, measured (once per machine) where a setting is 0."""

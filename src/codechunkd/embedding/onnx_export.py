@@ -142,6 +142,18 @@ def cached_model(settings: EmbeddingSettings, fingerprint: str) -> Path | None:
     return None
 
 
+def earlier_export(settings: EmbeddingSettings, fingerprint: str) -> Path | None:
+    """A complete fp32 export of the layout before ``WEIGHTS_FILE`` (its weights inside the
+    graph), if that is what is cached: usable as it is, where the cache cannot be written
+    to convert it (a cache a system unit only reads)."""
+    folder = export_dir(settings, fingerprint)
+    if settings.quantized or (folder / WEIGHTS_FILE).exists():
+        return None
+    if (folder / META_FILE).is_file() and (folder / MODEL_FILE).is_file():
+        return folder / MODEL_FILE
+    return None
+
+
 def export_model(settings: EmbeddingSettings, *, force: bool = False) -> Path:
     """Export the configured model to ONNX (if not cached yet) and return the ``.onnx`` file.
 
