@@ -9,8 +9,9 @@ alternating round by round (``--rounds``), medians of:
 - ``search`` with no daemon: the same;
 - ``mcp`` over stdio (the MCP SDK's client): wall from spawning the server to the answer of
   its first ``search`` (the client has imported its SDK by then, as a running agent has),
-  and the server's CPU-seconds to that point; then the same with the search sent 2 s after
-  the handshake, as an agent's first question comes (its wall is that answer's alone);
+  and the server's CPU-seconds to that point, its reader process's included; then the same
+  with the search sent 2 s after the handshake, as an agent's first question comes (its
+  wall is that answer's alone);
 
 then, for this checkout only: ``codechunkd run`` from spawning to ``ready`` on the current
 index, a ``search`` answered by it (client CPU and wall), and the daemon's RSS after
@@ -34,6 +35,7 @@ otherwise load this checkout's export, and gain from it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -128,10 +130,16 @@ def mcp_first_search(
 
 
 def process_cpu(pid: int) -> float:
-    """CPU-seconds of a live process and of its children it waited for (``/proc``)."""
+    """CPU-seconds of a live process, of its children it waited for, and of those alive (the
+    MCP server's reader process), from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    alive = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile: its time is lost with it
+                alive += process_cpu(int(child))
+    return ticks / os.sysconf("SC_CLK_TCK") + alive
 
 
 def rss_mib(pid: int) -> float:

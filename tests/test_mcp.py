@@ -11,6 +11,7 @@ import json
 import os
 import re
 import select
+import signal
 import socket
 import stat
 import subprocess
@@ -689,37 +690,88 @@ def test_the_warm_up_loads_nothing_for_a_daemon_or_a_remote_model(
     assert local._index is not None
 
 
-def test_the_warm_up_and_the_sdk_import_disjoint_modules(index_dir: Path, indexed: Repo) -> None:
-    """``codechunkd mcp`` warms the index in a thread while the main thread imports the MCP SDK
-    (``Backend.start_warming``).  Two threads that import one module each and wait for the
-    other's raise ``_DeadlockError`` (the warm-up once imported a piece of the SDK, and the
-    server died at its start).  So past what is imported before the thread starts (the CLI,
-    the settings, ``SHARED_IMPORTS``), the modules each imports are disjoint: each set is
-    read in a fresh interpreter, the warm-up's from a real warm-up of a real index."""
-    before = (
-        "import importlib\n"
-        "import codechunkd.cli, codechunkd.cli.mcp, codechunkd.cli.common\n"
-        "from codechunkd.config import load_settings\n"
-        "from codechunkd.mcp_server.backend import SHARED_IMPORTS, Backend\n"
-        "for name in SHARED_IMPORTS: importlib.import_module(name)\n"
-        f"settings = load_settings(env={{}}, overrides={{'index.dir': {str(index_dir)!r}}})\n"
-    )
-    after = "\nimport json, sys; print(json.dumps(sorted(sys.modules)))\n"
+def _server_and_reader(index_dir: Path) -> tuple[int, int] | None:
+    """The pids of ``codechunkd mcp --index-dir index_dir`` and of its reader process (a
+    forked child runs the same command line; a spawned one runs Python's ``spawn_main``)."""
+    ours: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if state != "Z":  # a dead child not reaped yet is no reader
+            ours[int(entry.name)] = (int(ppid), cmd)
+    servers = [p for p, (_, cmd) in ours.items() if f"mcp --index-dir {index_dir}" in cmd]
+    for server in servers:
+        if ours[server][0] in servers:
+            continue  # a forked reader: its parent is the server
+        readers = [  # not multiprocessing's resource tracker, which a spawn starts too
+            p
+            for p, (ppid, cmd) in ours.items()
+            if ppid == server and ("spawn_main" in cmd or f"mcp --index-dir {index_dir}" in cmd)
+        ]
+        if len(readers) == 1:
+            return server, readers[0]
+    return None
 
-    def modules(code: str) -> set[str]:
-        out = subprocess.run(
-            [sys.executable, "-c", before + code + after],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "LANCEDB_LOG": "error"},
-        ).stdout
-        return set(json.loads(out.splitlines()[-1]))
 
-    start = modules("")
-    warm = modules("b = Backend(settings); b.warm(); assert b._index is not None")
-    sdk = modules("import codechunkd.mcp_server.server")
-    assert "lance" in warm - start and "mcp" in sdk - start  # each did its imports
-    both = (warm - start) & (sdk - start)
-    # sysconfig's data module imports nothing: holding its lock, a thread waits for no other
-    assert {m for m in both if not m.startswith("_sysconfigdata_")} == set()
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_the_server_loads_neither_lance_nor_the_model_its_reader_does(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """``codechunkd mcp`` answers from a reader process (``worker.BackendProcess``), forked
+    before the server imports the MCP SDK: after every kind of tool call, Lance's and
+    onnxruntime's libraries are mapped in the reader and not in the server, so what crashes
+    in native code cannot take the agent's connection down."""
+    log = tmp_path / "mcp.log"
+
+    async def go() -> None:
+        async with stdio_session(index_dir, log) as s:
+            ok(await call(s, "search", query="distance between two points on a sphere"))
+            ok(await call(s, "outline", path="pkg/geo.py"))
+            ok(await call(s, "definition", name="slugify"))
+            ok(await call(s, "references", name="slugify"))
+            ok(await call(s, "repo_map"))
+            found = _server_and_reader(index_dir)
+            assert found is not None, "no server with one reader child"
+            server, reader = found
+            for lib in ("lance", "onnxruntime"):
+                assert lib not in _maps(server), lib
+                assert lib in _maps(reader), lib
+
+    anyio.run(go)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_a_reader_that_dies_is_replaced_and_the_server_goes_on(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """When the reader process dies (killed here; a segfault or the OOM killer alike), the
+    server is not taken with it: the next call starts a new reader (spawned), which answers
+    as the first did, and the log says what happened."""
+    log = tmp_path / "mcp.log"
+    query = "distance between two points on a sphere"
+
+    async def go() -> None:
+        async with stdio_session(index_dir, log) as s:
+            first = ok(await call(s, "search", query=query))
+            found = _server_and_reader(index_dir)
+            assert found is not None
+            server, reader = found
+            os.kill(reader, signal.SIGKILL)
+            wait_for(lambda: _server_and_reader(index_dir) is None, "the reader's death")
+            again = ok(await call(s, "search", query=query))
+            assert [h["id"] for h in again["hits"]] == [h["id"] for h in first["hits"]]
+            now = _server_and_reader(index_dir)
+            assert now is not None and now[0] == server and now[1] != reader
+
+    anyio.run(go)
+    text = log.read_text()
+    assert "mcp_reader_died" in text and "signal 9" in text

@@ -2,4 +2,5 @@
 
 from codechunkd.cli import main
 
-main()
+if __name__ == "__main__":  # a spawned child (the MCP server's reader) imports this module
+    main()

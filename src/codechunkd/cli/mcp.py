@@ -2,7 +2,7 @@
 
 Owns the command's parser (its own three options: no ``--json``).  The server is
 ``mcp_server``, imported inside ``cmd_mcp`` alone, so ``--help`` never imports the MCP SDK;
-its backend starts warming before the SDK is imported.
+its reader process starts before the SDK is imported.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """The MCP server.  The index and the query model start loading (a thread) before the MCP
-    SDK is imported, which costs a second of its own; the SDK is imported only here, so
-    ``--help`` stays light."""
-    from codechunkd.mcp_server.backend import Backend
+    """The MCP server.  Its reader process (the index and the query model) starts before the
+    MCP SDK is imported, which costs most of a second of its own, so both load at once; the
+    SDK is imported only here, so ``--help`` stays light."""
+    from codechunkd.mcp_server.worker import BackendProcess
 
     os.environ.setdefault("LANCEDB_LOG", "error")  # stderr is the agent's log: no Rust WARN noise
-    backend = Backend(common.settings(args))
-    warming = backend.start_warming()
-    from codechunkd.mcp_server.server import serve
+    backend = BackendProcess(common.settings(args))
+    try:
+        from codechunkd.mcp_server.server import serve
 
-    return serve(backend, warming, http=args.http, port=args.port)
+        return serve(backend, http=args.http, port=args.port)
+    finally:
+        backend.close()

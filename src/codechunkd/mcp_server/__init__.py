@@ -17,8 +17,10 @@ The package, module by module (imports point down the list):
 - ``server``: the SDK's server with the tools registered, and ``serve`` (picks a transport);
 - ``stdio``, ``http``: the two transports (HTTP: the bearer token, loopback, bounded waits);
 - ``tools``, ``refs``: each tool's schema and body;
-- ``render``: the text the model reads; ``backend``: where answers come from.
+- ``render``: the text the model reads;
+- ``worker``: the reader process the tools ask, forked before the SDK is imported;
+- ``backend``: where answers come from (in the reader: the daemon or the index).
 
-This file holds no code and imports nothing: ``backend`` is imported (and the index warming)
+This file holds no code and imports nothing: ``worker`` is imported (and the reader forked)
 before the SDK is, which ``server`` and the tools import at their top.
 """

@@ -10,13 +10,12 @@ import LanceDB at the top (``index()`` imports the reader lazily).
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from codechunkd import logs
 from codechunkd.config import Settings
@@ -27,40 +26,31 @@ from codechunkd.storage.request import SearchRequest
 log = logs.get_logger("codechunkd.mcp")
 
 
-def tool_error(message: str) -> Exception:
-    """The SDK's ``ToolError`` (its text is what the agent reads), imported when raised: this
-    module is imported, and the index warming, before the SDK is (``cli/mcp.py``)."""
-    from mcp.server.mcpserver.exceptions import ToolError
+class Answers(Protocol):
+    """What the tools ask (tools.py, refs.py): ``Backend`` here, or ``worker.BackendProcess``,
+    which asks a ``Backend`` in a reader process."""
 
-    return ToolError(message)
+    settings: Settings
+
+    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]: ...
+    def outline(self, path: str, repo: str | None) -> list[Any]: ...
+    def chunk_at(self, path: str, line: int, repo: str | None) -> str: ...
+    def chunks(self, ids: list[str]) -> list[tuple[Any, list[Any]]]: ...
+    def status(self) -> tuple[dict[str, Any], str]: ...
+    def definitions(self, name: str, repo: str | None) -> list[dict[str, Any]]: ...
+    def uses(
+        self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
+    ) -> tuple[list[dict[str, Any]], int]: ...
+    def repo_map(
+        self, path: str, budget: int, repo: str | None
+    ) -> tuple[str, list[dict[str, Any]]]: ...
 
 
-SHARED_IMPORTS = (
-    "asyncio",
-    "base64",
-    "bz2",
-    "calendar",
-    "concurrent.futures",
-    "decimal",
-    "importlib.util",
-    "locale",
-    "lzma",
-    "pickle",
-    "platform",
-    "queue",
-    "random",
-    "shutil",
-    "signal",
-    "ssl",
-    "subprocess",
-    "sysconfig",
-    "tempfile",
-    "uuid",
-    "_cffi_backend",
-)
-"""What both the warm-up (Lance, pyarrow, onnxruntime, pygit2) and the MCP SDK import, beyond
-what ``codechunkd mcp`` has imported when it starts warming (all but ``_cffi_backend``, pygit2's,
-from the standard library).  ``tests/test_mcp.py`` checks the list against both imports."""
+class ToolFailure(Exception):
+    """A tool cannot answer, and says why in one line: its text is what the agent reads
+    (the server makes it the SDK's ``ToolError``, ``server.CodechunkdMCP``).  Not the SDK's
+    own class: the backend runs in the reader process, which never imports the SDK."""
+
 
 DAEMON_SEARCH_TIMEOUT = 60.0
 """The daemon's first search may load its model (seconds)."""
@@ -100,7 +90,7 @@ class Backend:
         if self.paths.socket.exists() or self.settings.embedding.backend == "remote":
             return
         missing = self._missing()
-        if missing:  # said here, not raised: the SDK's ToolError is not to be imported here
+        if missing:  # said in the log: the first tool call that needs the index reports it
             log.info("mcp_warm_skipped", reason=missing[:300])
             return
         t0 = time.monotonic()
@@ -111,21 +101,6 @@ class Backend:
             log.info("mcp_warm_skipped", reason=f"{type(exc).__name__}: {exc}"[:300])
             return
         log.info("mcp_warm", seconds=round(time.monotonic() - t0, 3))
-
-    def start_warming(self) -> threading.Thread:
-        """``warm`` in a thread of its own, started now.  ``codechunkd mcp`` starts it before it
-        imports the MCP SDK, so the index and the query model load while the SDK's models
-        build; the caller joins it (no exit cuts a load short).
-
-        The modules both would import (``SHARED_IMPORTS``) are imported first, here: two
-        threads that each hold one module's import lock and wait for the other's raise
-        Python's ``_DeadlockError`` (seen with the SDK's own import cycles, when the warm-up
-        imported part of it).  With those done, the two threads import disjoint modules."""
-        for name in SHARED_IMPORTS:
-            importlib.import_module(name)
-        thread = threading.Thread(target=self.warm, name="mcp-warm")
-        thread.start()
-        return thread
 
     def _missing(self) -> str | None:
         """Why there is no index to open (one line for the agent), or None."""
@@ -142,7 +117,7 @@ class Backend:
         if self._index is None:
             missing = self._missing()
             if missing:
-                raise tool_error(missing)
+                raise ToolFailure(missing)
             from codechunkd.storage.reader import open_index
 
             self._index = open_index(settings=self.settings)
@@ -161,7 +136,7 @@ class Backend:
             about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
             return answer["hits"], "daemon", about
         if isinstance(answer, dict) and answer.get("error"):
-            raise tool_error(f"the daemon could not search: {answer['error']}")
+            raise ToolFailure(f"the daemon could not search: {answer['error']}")
         index = self.index()
         hits = index.run(req)
         cov = index.coverage(repo=req.repo)
@@ -180,7 +155,7 @@ class Backend:
             return  # nothing to check against: the search says what it finds
         roots = sorted({s["repo"] for s in doc.get("sources", []) if "repo" in s})
         if roots and repo not in roots:
-            raise tool_error(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
+            raise ToolFailure(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
 
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
         """(path inside its repository, repository root or None), from what an agent passes."""
@@ -192,7 +167,7 @@ class Backend:
             for root in [repo] if repo else roots:
                 if root and full.startswith(root.rstrip(os.sep) + os.sep):
                     return os.path.relpath(full, root), root
-            raise tool_error(
+            raise ToolFailure(
                 f"{path} is not inside an indexed repository "
                 f"(indexed: {', '.join(roots) or 'none'})"
             )
@@ -203,7 +178,7 @@ class Backend:
         rows = self.index().file(rel, repo=root)
         if not rows:
             roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
-            raise tool_error(
+            raise ToolFailure(
                 f"no chunks indexed for {rel!r}"
                 + (f" in {root}" if root else "")
                 + f"; paths are relative to the repository root (indexed: {roots})"
@@ -214,7 +189,7 @@ class Backend:
         """The id of the innermost chunk of ``path`` that covers ``line``."""
         rows = [r for r in self.outline(path, repo) if r.start_line <= line <= r.end_line]
         if not rows:
-            raise tool_error(f"no chunk of {path} covers line {line}")
+            raise ToolFailure(f"no chunk of {path} covers line {line}")
         best = min(rows, key=lambda r: (r.end_line - r.start_line, r.synthetic))
         return str(best.id)
 
@@ -225,7 +200,7 @@ class Backend:
         for cid in ids:
             row = index.get(cid)
             if row is None:
-                raise tool_error(
+                raise ToolFailure(
                     f"no chunk with id {cid!r} (ids come from `search` or `outline`; "
                     "an edit since then replaces a file's chunks and their ids)"
                 )
@@ -240,6 +215,51 @@ class Backend:
                 parent = p.parent_id
             out.append((row, list(reversed(parents))))
         return out
+
+    # -- the reference graph's answers, as plain data (``storage/refviews.py``) -----------
+
+    def definitions(self, name: str, repo: str | None) -> list[dict[str, Any]]:
+        """Where ``name`` is defined, as ``codechunkd defs --json`` prints it."""
+        from codechunkd.storage.refviews import definition_dicts
+
+        return definition_dicts(self.index().definitions(name, repo=repo))
+
+    def uses(
+        self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Who uses ``name`` (only calls with ``calls_only``), or with ``callees`` what its
+        definition calls: the first ``limit`` as ``codechunkd refs --json`` prints them, and
+        how many there are."""
+        from codechunkd.storage.refviews import reference_dicts
+
+        index = self.index()
+        if callees:
+            found = index.callees(name, repo=repo)
+        else:
+            kinds = ["call"] if calls_only else None
+            found = index.refs.references(name, repo=repo, kinds=kinds)
+        return reference_dicts(found[:limit]), len(found)
+
+    def repo_map(
+        self, path: str, budget: int, repo: str | None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The files and signatures that matter most under ``path`` within ``budget`` tokens:
+        the map's text, and its files (path, rank, definitions)."""
+        from codechunkd.chunking.tokens import counter_for
+        from codechunkd.storage.repomap import render
+
+        count = counter_for(self.settings.embedding.model)
+        refs = self.index().refs
+        entries = refs.repo_map(count_tokens=count, budget=budget, repo=repo, path=path)
+        files = [
+            {
+                "path": e.path,
+                "rank": e.rank,
+                "definitions": [{"id": i, "signature": s, "line": n} for i, s, n in e.definitions],
+            }
+            for e in entries
+        ]
+        return render(entries), files
 
     def status(self) -> tuple[dict[str, Any], str]:
         """The status document (the daemon's, or state.json and the live HEADs), and its origin."""

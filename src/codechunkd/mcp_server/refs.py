@@ -1,8 +1,9 @@
 """The MCP tools over the reference graph: ``definition``, ``references`` and ``repo_map``.
 
 Registered by server.py's ``build_server`` (``register(tool, backend)``), after tools.py's
-four; they read the index on disk (``Backend.index()``), whose reference graph stays in
-memory between calls and is rebuilt when a writer has committed (storage/refquery.py).
+four; they ask the backend (``Backend.definitions``, ``uses``, ``repo_map``), which reads
+the index on disk, whose reference graph stays in memory between calls and is rebuilt when
+a writer has committed (storage/refquery.py).
 They must not reach the daemon, nor the index tools' rendering (render.py).
 """
 
@@ -16,7 +17,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from codechunkd.display import printable
-from codechunkd.storage.refviews import MAX_BUDGET, definition_dicts, reference_dicts
+from codechunkd.mcp_server.backend import Answers
+from codechunkd.storage.refviews import MAX_BUDGET
 
 __all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
 
@@ -36,14 +38,14 @@ def _name(name: str) -> str:
     return name
 
 
-def register(tool: Callable[[Any], Any], backend: Any) -> None:
+def register(tool: Callable[[Any], Any], backend: Answers) -> None:
     """Add the three tools to the server ``tool`` registers with."""
     _definition(tool, backend)
     _references(tool, backend)
     _repo_map(tool, backend)
 
 
-def _definition(tool: Callable[[Any], Any], backend: Any) -> None:
+def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def definition(
         name: Annotated[
@@ -58,20 +60,18 @@ def _definition(tool: Callable[[Any], Any], backend: Any) -> None:
         Use it to jump from a name to its code (then `read_chunks` with the ids).
         Returns each definition's path, line, qualified symbol and chunk id.
         """
-        defs = backend.index().definitions(_name(name), repo=repo)
+        defs = backend.definitions(_name(name), repo)
         lines = [
-            f"{printable(d.path)}:{d.line}  {printable(d.symbol)}  (id {d.chunk_id})" for d in defs
+            f"{printable(d['path'])}:{d['line']}  {printable(d['symbol'])}  (id {d['id']})"
+            for d in defs
         ]
         return _result(
             "\n".join(lines) or f"no definition of {printable(name)}",
-            {
-                "via": "index",
-                "definitions": definition_dicts(defs),
-            },
+            {"via": "index", "definitions": defs},
         )
 
 
-def _references(tool: Callable[[Any], Any], backend: Any) -> None:
+def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def references(
         name: Annotated[
@@ -92,33 +92,25 @@ def _references(tool: Callable[[Any], Any], backend: Any) -> None:
         `by-name` (only the name matches: a guess). Returns path, line, the
         enclosing symbol and its chunk id, for `read_chunks`.
         """
-        index = backend.index()
-        if callees:
-            uses = index.callees(_name(name), repo=repo)
-        else:
-            kinds = ["call"] if calls_only else None
-            uses = index.refs.references(_name(name), repo=repo, kinds=kinds)
-        shown = uses[:MAX_USES]
+        shown, total = backend.uses(
+            _name(name), repo, calls_only=calls_only, callees=callees, limit=MAX_USES
+        )
         lines = [
-            f"{printable(u.path)}:{u.line}  {u.kind}  {printable(u.name)}  in "
-            f"{printable(u.chunk_symbol or '(module)')}  [{u.how or 'unresolved'}]"
-            + (f" -> {printable(u.target.symbol)}" if callees and u.target else "")
-            + f"  (id {u.chunk_id})"
+            f"{printable(u['path'])}:{u['line']}  {u['kind']}  {printable(u['name'])}  in "
+            f"{printable(u['symbol'] or '(module)')}  [{u['resolved'] or 'unresolved'}]"
+            + (f" -> {printable(u['target']['symbol'])}" if callees and u["target"] else "")
+            + f"  (id {u['id']})"
             for u in shown
         ]
-        if len(uses) > len(shown):
-            lines.append(f"… {len(uses) - len(shown)} more")
+        if total > len(shown):
+            lines.append(f"… {total - len(shown)} more")
         return _result(
             "\n".join(lines) or f"no uses of {printable(name)} found",
-            {
-                "via": "index",
-                "uses": reference_dicts(shown),
-                "more": len(uses) - len(shown),
-            },
+            {"via": "index", "uses": shown, "more": total - len(shown)},
         )
 
 
-def _repo_map(tool: Callable[[Any], Any], backend: Any) -> None:
+def _repo_map(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def repo_map(
         path: Annotated[str, Field(description="Only files under this folder.")] = "",
@@ -135,27 +127,6 @@ def _repo_map(tool: Callable[[Any], Any], backend: Any) -> None:
         PageRank over the reference graph and listed with their most-referred-to
         signatures and line numbers, within the token budget.
         """
-        from codechunkd.chunking.tokens import counter_for
-        from codechunkd.storage.repomap import render
-
-        count = counter_for(backend.settings.embedding.model)
-        entries = backend.index().refs.repo_map(
-            count_tokens=count, budget=budget, repo=repo, path=path
-        )
-        text = "\n".join(printable(line) for line in render(entries).splitlines())
-        return _result(
-            text or "no references indexed",
-            {
-                "via": "index",
-                "files": [
-                    {
-                        "path": e.path,
-                        "rank": e.rank,
-                        "definitions": [
-                            {"id": i, "signature": s, "line": n} for i, s, n in e.definitions
-                        ],
-                    }
-                    for e in entries
-                ],
-            },
-        )
+        text, files = backend.repo_map(path, budget, repo)
+        text = "\n".join(printable(line) for line in text.splitlines())
+        return _result(text or "no references indexed", {"via": "index", "files": files})

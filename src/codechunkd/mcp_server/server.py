@@ -10,7 +10,6 @@ transport.  It must not hold a tool's body (tools.py, refs.py) nor a transport's
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,7 +20,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 from codechunkd import __version__
-from codechunkd.mcp_server.backend import Backend
+from codechunkd.mcp_server.backend import Answers, ToolFailure
 from codechunkd.mcp_server.http import http_token, serve_http
 from codechunkd.mcp_server.refs import register as register_refs
 from codechunkd.mcp_server.stdio import serve_stdio
@@ -50,7 +49,8 @@ def argument_problems(exc: ValidationError) -> str:
 
 
 class CodechunkdMCP(MCPServer):
-    """The SDK's server, with argument errors in one line (docs/mcp.md promises one)."""
+    """The SDK's server, with argument errors in one line (docs/mcp.md promises one), and the
+    backend's ``ToolFailure`` as the tool error the agent reads."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -58,9 +58,11 @@ class CodechunkdMCP(MCPServer):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            if not isinstance(exc.__cause__, ValidationError):
-                raise
             cause = exc.__cause__
+            if isinstance(cause, ToolFailure):  # the backend's one line, for the agent
+                raise ToolError(f"Error executing tool {name}: {cause}") from cause
+            if not isinstance(cause, ValidationError):
+                raise
             raise ToolError(f"Error executing tool {name}: {argument_problems(cause)}") from cause
 
 
@@ -79,7 +81,7 @@ def _tool_of(server: MCPServer, annotations: ToolAnnotations) -> Callable[[_Tool
     return register
 
 
-def build_server(backend: Backend) -> MCPServer:
+def build_server(backend: Answers) -> MCPServer:
     """The MCP server with its seven tools, answering from ``backend``."""
     server: MCPServer = CodechunkdMCP(
         "codechunkd", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
@@ -90,17 +92,11 @@ def build_server(backend: Backend) -> MCPServer:
     return server
 
 
-def serve(
-    backend: Backend, warming: threading.Thread, *, http: bool = False, port: int = 8765
-) -> int:
-    """Serve until the client goes (stdio) or the process is stopped (HTTP); ``warming`` is
-    ``backend.start_warming()``'s thread, joined before returning."""
-    try:
-        server = build_server(backend)
-        token = http_token() if http else ""  # before listening: a bad token file stops the start
-        if not http:
-            anyio.run(serve_stdio, server)
-            return 0
-        return anyio.run(serve_http, server, port, token)
-    finally:
-        warming.join()
+def serve(backend: Answers, *, http: bool = False, port: int = 8765) -> int:
+    """Serve until the client goes (stdio) or the process is stopped (HTTP)."""
+    server = build_server(backend)
+    token = http_token() if http else ""  # before listening: a bad token file stops the start
+    if not http:
+        anyio.run(serve_stdio, server)
+        return 0
+    return anyio.run(serve_http, server, port, token)

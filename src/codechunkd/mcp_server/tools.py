@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from codechunkd.errors import CodechunkdError
-from codechunkd.mcp_server.backend import Backend
+from codechunkd.mcp_server.backend import Answers
 from codechunkd.mcp_server.render import (
     BUDGET,
     chunk_answer,
@@ -90,7 +90,7 @@ def _request(**values: Any) -> SearchRequest:
         raise ToolError(str(exc)) from exc
 
 
-def register(tool: Callable[[Any], Any], backend: Backend) -> None:
+def register(tool: Callable[[Any], Any], backend: Answers) -> None:
     """Add the four tools to the server ``tool`` registers with, in ``tools/list`` order."""
     _search(tool, backend)
     _outline(tool, backend)
@@ -98,7 +98,7 @@ def register(tool: Callable[[Any], Any], backend: Backend) -> None:
     _status(tool, backend)
 
 
-def _search(tool: Callable[[Any], Any], backend: Backend) -> None:
+def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def search(
         query: Query,
@@ -153,7 +153,7 @@ def _search(tool: Callable[[Any], Any], backend: Backend) -> None:
         return _result(render_hits(query, trimmed, via, notes, about), data)
 
 
-def _outline(tool: Callable[[Any], Any], backend: Backend) -> None:
+def _outline(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def outline(
         path: Annotated[
@@ -209,7 +209,7 @@ def _outline(tool: Callable[[Any], Any], backend: Backend) -> None:
         return _result("\n".join(lines), data)
 
 
-def _read_chunks(tool: Callable[[Any], Any], backend: Backend) -> None:
+def _read_chunks(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def read_chunks(
         ids: Annotated[
@@ -257,7 +257,7 @@ def _read_chunks(tool: Callable[[Any], Any], backend: Backend) -> None:
         return _result("\n".join(parts), {"via": "index", "chunks": data})
 
 
-def _status(tool: Callable[[Any], Any], backend: Backend) -> None:
+def _status(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def status() -> CallToolResult:
         """Say how fresh the index is, per repository.
