@@ -114,11 +114,13 @@ class BackendProcess:
         with self._lock:
             if self._conn is not None and not self._proc.is_alive():  # died between calls
                 self._died(EOFError("gone while idle"))
-            if self._conn is None:
-                self._start("spawn")
+            try:
+                self._send((name, args, kwargs))
+            except OSError as exc:  # it was exiting: the call never reached it
+                self._died(exc)
+                self._send((name, args, kwargs))
             assert self._conn is not None
             try:
-                self._conn.send((name, args, kwargs))
                 kind, value = self._conn.recv()
             except (EOFError, OSError) as exc:
                 raise ToolFailure(self._died(exc)) from exc
@@ -127,6 +129,13 @@ class BackendProcess:
         if kind == "error":
             raise RuntimeError(f"the index reader failed: {value}")
         return value
+
+    def _send(self, call: tuple[str, tuple[Any, ...], dict[str, Any]]) -> None:
+        """Send a call to the reader, started first if there is none (spawned)."""
+        if self._conn is None:
+            self._start("spawn")
+        assert self._conn is not None
+        self._conn.send(call)
 
     def _died(self, exc: BaseException) -> str:
         """Reap a reader that stopped answering; what the agent is told (the next call starts
