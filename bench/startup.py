@@ -76,10 +76,9 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return used, wall
 
 
-def mcp_first_search(
-    index: Path, env: dict[str, str], out: Path, delay: float = 0.0
-) -> tuple[float, float]:
-    """(server CPU-seconds, wall) from spawning ``codechunkd mcp`` to its first search answer;
+def mcp_first_search(index: Path, env: dict[str, str], delay: float = 0.0) -> tuple[float, float]:
+    """(server CPU-seconds, wall) from spawning ``codechunkd mcp`` to its first search answer
+    (the SDK's client spawns it: no wrapper's own start is counted);
     with ``delay``, the search is sent that long after the handshake (as an agent's first
     question comes) and the wall is that answer's alone."""
     code = (
@@ -96,20 +95,13 @@ def mcp_first_search(
         f"        res = await s.call_tool('search', {{'query': {QUERY!r}, 'k': 10}})\n"
         "        assert not res.is_error, res.content\n"
         "        now = time.monotonic()\n"
-        "        print('answered', now - t, now - spawned, flush=True)\n"
+        "        tasks = os.listdir('/proc/self/task')\n"  # the server: this client's one child
+        "        kids = [c for t in tasks for c in open(f'/proc/self/task/{t}/children').read().split()]\n"
+        "        print('answered', now - t, now - spawned, kids[0], flush=True)\n"
         "        sys.stdin.readline()\n"
         "asyncio.run(main())\n"
     )
-    # the server runs under a tiny wrapper that says its pid, read in /proc after the answer
-    pidfile = out / "mcp-server.pid"
-    pidfile.unlink(missing_ok=True)
-    wrapper = (
-        "import subprocess, sys\n"
-        "p = subprocess.Popen(sys.argv[2:])\n"
-        "open(sys.argv[1], 'w').write(str(p.pid))\n"
-        "sys.exit(p.wait())\n"
-    )
-    argv = [sys.executable, "-c", wrapper, str(pidfile), EXE, "mcp", "--index-dir", str(index)]
+    argv = [EXE, "mcp", "--index-dir", str(index)]
     client = subprocess.Popen(
         [sys.executable, "-c", code, *argv],
         env=env,
@@ -123,7 +115,7 @@ def mcp_first_search(
     if not line.startswith("answered "):
         sys.exit("mcp: no answer to the first search")
     wall = float(line.split()[1 if delay else 2])
-    cpu = process_cpu(int(pidfile.read_text()))
+    cpu = process_cpu(int(line.split()[3]))
     client.stdin.close()  # the client leaves, the server's stdin closes, the server ends
     client.wait(timeout=120)
     return cpu, wall
@@ -354,10 +346,10 @@ def main() -> None:
                     got = timed(argv, venv)
                     if rnd:
                         figures.setdefault((name, label), []).append(got)
-                got = mcp_first_search(index, venv, tmp)
+                got = mcp_first_search(index, venv)
                 if rnd:
                     figures.setdefault(("mcp first search", label), []).append(got)
-                got = mcp_first_search(index, venv, tmp, delay=MCP_DELAY)
+                got = mcp_first_search(index, venv, delay=MCP_DELAY)
                 if rnd:
                     figures.setdefault((MCP_LATER, label), []).append(got)
         if args.rounds:
