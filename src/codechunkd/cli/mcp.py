@@ -34,12 +34,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     os.environ.setdefault("LANCEDB_LOG", "error")  # stderr is the agent's log: no Rust WARN noise
     backend = BackendProcess(common.settings(args))
     try:
-        # the SDK's import builds ~550 pydantic models: the collector, run meanwhile, finds
-        # nothing to free and costs ~8% of it (0.92x with it off, docs/operations.md)
+        # the SDK's import builds ~550 pydantic models that live as long as the process: the
+        # collector, run meanwhile, finds nothing to free (0.92x of the import with it off),
+        # and the first full collection after it would walk them all again (~0.1 s, the
+        # server's build): frozen, no collection looks at them again (docs/operations.md)
         gc.disable()
         try:
             from codechunkd.mcp_server.server import serve
         finally:
+            gc.freeze()
             gc.enable()
         return serve(backend, http=args.http, port=args.port)
     finally:

@@ -19,6 +19,7 @@ the server closes its end of the pipe, or exits.  Nothing here imports the MCP S
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -52,6 +53,7 @@ def serve(conn: Connection, settings: Settings, inherited: int | None) -> None:
     os.dup2(2, 1)  # stdout is the agent's protocol: what a library prints goes to stderr
     backend = Backend(settings)
     backend.warm()
+    gc.freeze()  # what warming loaded lives as long as the reader: no collection walks it again
     while True:
         try:
             name, args, kwargs = conn.recv()
