@@ -135,3 +135,18 @@ def test_the_index_summary_counts_truncated_chunks(
     code, out, err = _main(["index", str(repo.path), "--index-dir", str(index_dir)], capsys)
     assert code == 0, err
     assert "truncated: 1 chunk longer than the model's window" in out, out
+
+
+@pytest.mark.parametrize("value", ["99999", "-1", "http"])
+def test_an_mcp_port_out_of_range_is_a_usage_error(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``codechunkd mcp --http --port 99999`` is refused by the parser (exit 2, one line that
+    names the option) before a reader starts, not an ``OverflowError`` from ``bind``."""
+    code, out, err = _main(
+        ["mcp", "--http", "--port", value, "--index-dir", str(tmp_path / "index")], capsys
+    )
+    assert code == 2, err
+    assert "argument --port:" in err
+    assert value in err
+    assert "OverflowError" not in err and not out

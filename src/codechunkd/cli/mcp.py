@@ -19,10 +19,21 @@ import codechunkd.cli.common as common
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("mcp", help="serve the index to coding agents (Model Context Protocol)")
     p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (not stdio)")
-    p.add_argument("--port", type=int, default=8765, help="port for --http (default 8765; 0: any)")
+    p.add_argument("--port", type=port, default=8765, help="port for --http (default 8765; 0: any)")
     p.add_argument("--config", type=Path, help="settings file")
     p.add_argument("--index-dir", help="index directory or URI")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+
+
+def port(text: str) -> int:
+    """A TCP port (0: any free one), or argparse's one-line usage error (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port: 0 to 65535 (0: any free one)")
+    return value
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
