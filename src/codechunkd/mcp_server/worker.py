@@ -4,7 +4,7 @@ Owns ``BackendProcess``.  ``codechunkd mcp`` starts it before it imports the MCP
 forked child opens the index and loads the query model (``Backend.warm``) while the server
 imports the SDK (~0.8 s of pydantic models), so the two run on two cores instead of taking
 turns at one interpreter lock, and an agent's first search finds both ready (bench/startup.py:
-~0.5x the first answer of the code before #33, against ~0.7x with a thread).  The server's own
+~0.45x the first answer of the code before #33, against ~0.7x with a thread).  The server's own
 process then never loads Lance or onnxruntime: what crashes in native code (a segfault, an
 abort, the kernel's OOM killer) takes the reader down, not the agent's connection.
 
