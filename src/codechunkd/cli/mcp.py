@@ -1,6 +1,6 @@
 """``codechunkd mcp``: serve the index to coding agents (Model Context Protocol).
 
-Owns the command's parser (its own three options: no ``--json``).  The server is
+Owns the command's parser (its own options: no ``--json``).  The server is
 ``mcp_server``, imported inside ``cmd_mcp`` alone, so ``--help`` never imports the MCP SDK;
 its reader process starts before the SDK is imported.
 """
