@@ -230,3 +230,160 @@ def test_symbol_queries_are_names_or_names_asked_for() -> None:
     assert symbol_query("where is the Context interface declared") == "Context"
     assert symbol_query("how are requests retried") is None
     assert symbol_query("where is the code that retries requests") is None
+
+
+TRANSPORT_BASE = '''\
+class Transport:
+    def send_all(self, data):
+        """Send every byte of data over the connection, retrying partial writes until the
+        whole buffer is written or the peer closes the connection."""
+        raise NotImplementedError
+
+    def close(self):
+        """Close the connection."""
+        pass
+'''
+
+TRANSPORT_SOCKET = """\
+class SocketTransport(Transport):
+    def send_all(self, data):
+        # partial writes: send what is left until every byte is written
+        view = memoryview(data)
+        while view:
+            sent = self.sock.send(view)
+            view = view[sent:]
+"""
+
+STUBS_PY = '''\
+import typing as t
+from typing import overload
+
+
+class Codec:
+    @t.overload  # the decorator alone says so, whatever the body
+    def encode(self, text: str) -> bytes:
+        return text.encode()
+
+    def encode(self, text):
+        return text.encode()
+
+    @overload
+    def decode(self, data: bytes) -> str: ...
+    @overload
+    def decode(self, data: str) -> str: ...
+    def decode(self, data):
+        return data if isinstance(data, str) else data.decode()
+
+    def reset(self) -> None:
+        """Forget the state."""
+        ...
+
+    def __eq__(self, other):
+        return NotImplemented
+
+    def size(self) -> int:
+        """The size."""
+        return len(self.buffer)
+'''
+
+STUBS_TS = """\
+export function onEvent(name: string, listener: Listener): Lambda
+export function onEvent<K, V = any>(map: Map<K, V>, key: K, listener: Listener): Lambda
+export function onEvent(target: any, key?: any, listener?: any): Lambda {
+    return subscribe(target, key, listener)
+}
+
+export const run = (f: () => void) => f()
+
+export abstract class Shape {
+    abstract area(): number
+    describe(): string {
+        return `a shape of area ${this.area()}`
+    }
+}
+"""
+
+STUBS_JAVA = """\
+public interface Store {
+    String load(String key);
+}
+"""
+
+STUBS_RUST = """\
+pub trait Store {
+    fn load(&self, key: &str) -> String;
+    fn has(&self, key: &str) -> bool {
+        !self.load(key).is_empty()
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("stubs")
+    repo = Repo(root / "repo")
+    repo.write("net/base.py", TRANSPORT_BASE)
+    repo.write("net/sockets.py", TRANSPORT_SOCKET)
+    repo.write("codec.py", STUBS_PY)
+    repo.write("events.ts", STUBS_TS)
+    repo.write("Store.java", STUBS_JAVA)
+    repo.write("store.rs", STUBS_RUST)
+    repo.commit("stubs")
+    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    return Index(ix.store, settings, embedder)
+
+
+def test_declarations_without_a_body_are_stubs_on_a_real_index(stubs: Index) -> None:
+    """``is_stub`` on the rows the chunker wrote: overloads, abstract and interface methods,
+    trait declarations and ``pass``/``...``/``NotImplementedError`` bodies are stubs; a body
+    that does something, an arrow function and a trait's default method are not."""
+    columns = ["path", "symbol", "kind", "language", "signature", "content", "start_line"]
+    rows = stubs.store.select("kind = 'function' OR kind = 'method'", columns, limit=100)
+    named: dict[tuple[str, str], list[bool]] = {}
+    for r in sorted(rows, key=lambda r: (r["path"], r["start_line"])):
+        named.setdefault((r["path"], r["symbol"]), []).append(ranking.is_stub(r))
+    assert named[("net/base.py", "Transport.send_all")] == [True]
+    assert named[("net/base.py", "Transport.close")] == [True]
+    assert named[("net/sockets.py", "SocketTransport.send_all")] == [False]
+    assert named[("codec.py", "Codec.decode")] == [True, True, False]  # two @overload, then it
+    assert named[("codec.py", "Codec.encode")] == [True, False]
+    assert named[("codec.py", "Codec.reset")] == [True]
+    assert named[("codec.py", "Codec.__eq__")] == [True]
+    assert named[("codec.py", "Codec.size")] == [False]
+    assert named[("events.ts", "onEvent")] == [True, True, False]
+    assert named[("events.ts", "run")] == [False]
+    assert named[("events.ts", "Shape.area")] == [True]
+    assert named[("events.ts", "Shape.describe")] == [False]
+    assert named[("Store.java", "Store.load")] == [True]
+    assert named[("store.rs", "Store::load")] == [True]
+    assert named[("store.rs", "Store::has")] == [False]
+
+
+def test_an_implementation_ranks_above_the_stub_that_describes_it(stubs: Index) -> None:
+    """``stub`` (opt-in): the abstract ``Transport.send_all``, whose docstring says the query's
+    words, comes first without the rule; with it, it weighs ``STUB_WEIGHT`` because a
+    candidate of the same name implements it, and the implementation comes first.  A stub
+    with no implementation among the candidates (``Transport.close``) keeps its score."""
+    assert "stub" in ranking.OPT_IN
+    query = "send every byte of data, retrying partial writes until the whole buffer is written"
+    off = stubs.search(query, k=5)
+    assert (off[0].path, off[0].symbol) == ("net/base.py", "Transport.send_all"), off  # setup
+    on = stubs.search(query, k=5, enable=["stub"])
+    assert (on[0].path, on[0].symbol) == ("net/sockets.py", "SocketTransport.send_all"), on
+    by_file = ["file_coherence", "file_saturation"]  # the factor alone, not the file rules'
+    off = stubs.search(query, k=5, disable=by_file)
+    on = stubs.search(query, k=5, disable=by_file, enable=["stub"])
+    stub_on = next(h for h in on if h.symbol == "Transport.send_all")
+    stub_off = next(h for h in off if h.symbol == "Transport.send_all")
+    assert stub_on.score == pytest.approx(stub_off.score * ranking.STUB_WEIGHT, abs=1e-5)
+    close = "close the connection"
+    close_off = stubs.search(close, k=10, disable=by_file)
+    close_on = stubs.search(close, k=10, disable=by_file, enable=["stub"])
+    assert "Transport.close" in [h.symbol for h in close_on]
+    assert {h.symbol: h.score for h in close_on}["Transport.close"] == {
+        h.symbol: h.score for h in close_off
+    }["Transport.close"]

@@ -21,6 +21,11 @@ switched by the same names.
 - ``file_saturation``: in score order, each further chunk of a file already ranked weighs
   :data:`SATURATION` times the one before, so one file's many similar chunks give way to
   other files' best ones (the top 10 covers more files).
+- ``stub`` (opt-in): a declaration that does not implement (:func:`is_stub`: an
+  ``@overload``, an abstract method's ``raise NotImplementedError``, a signature with no
+  body) weighs :data:`STUB_WEIGHT` when a candidate of the same name implements it, so
+  "where is ``create_server`` implemented" finds the implementation before the interface
+  whose docstring describes it.
 
 Each rule but ``file_coherence`` (which adds at most :data:`COHERENCE`) multiplies scores by
 factors of at most 1, and ties are broken by id: the same
@@ -44,16 +49,18 @@ RULES = (
     "path_prior",
     "file_coherence",
     "file_saturation",
+    "stub",
 )
 """The rules by name: ``glue``, ``prose``, ``symbol`` and ``symbol_in_query`` are the
 fusion's rules in ``storage/search.py``, ``file_vector`` its ranking of whole files
 (``storage/file_vectors.py``); the others are this module's."""
-OPT_IN = frozenset({"symbol_in_query", "path_prior", "file_vector"})
+OPT_IN = frozenset({"symbol_in_query", "path_prior", "file_vector", "stub"})
 """Rules a search runs only when asked (``enable``): each gained on the tune split but has
 not yet shown a gain on held-out sets in more than one language without a loss on another
 bench (``symbol_in_query`` moved held-out NDCG@10 by +0.003, within noise; ``path_prior``
 has no held-out corpus with examples or vendored code; ``file_vector`` costs
-bench/search_quality.py's code questions). A rule earns its place by default with such a
+bench/search_quality.py's code questions; ``stub`` gained +0.004 on tune, Python and
+TypeScript, and +0.000 held-out). A rule earns its place by default with such a
 gain: ``test_prior`` did on the held-out corpora that keep their tests (Go +0.045, Python
 +0.032 NDCG@10, 21 wins and no loss; docs/operations.md, Measured)."""
 DEFAULT_RULES = frozenset(RULES) - OPT_IN
@@ -121,6 +128,57 @@ def asks_for_tests(query: str) -> bool:
     return bool(_ASKS_FOR_TESTS.search(query))
 
 
+STUB_WEIGHT = 0.5
+"""Factor on a declaration stub (``stub``) when a candidate of the same name implements it."""
+_FUNCTION_KINDS = frozenset({"function", "method"})
+_OVERLOAD = re.compile(r"^\s*@(?:\w+\.)?overload\b", re.M)  # typing.overload, t.overload
+_PY_DOCSTRING = re.compile(
+    r"""\A\s*[rRbBuUfF]*(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')"""
+)
+_PY_COMMENT = re.compile(r"#[^\n]*")
+_PY_STUB_BODY = re.compile(
+    r"(?:pass|\.\.\.|raise\s+NotImplementedError\b[^\n]*|return\s+NotImplemented)?"
+)
+_C_COMMENT = re.compile(r"/\*[\s\S]*?\*/|//[^\n]*")
+_GENERICS = re.compile(r"<[^()<>]*>")
+_BRACE_LANGUAGES = frozenset(
+    {"typescript", "tsx", "javascript", "java", "c_sharp", "kotlin", "rust", "scala", "swift"}
+)
+
+
+def is_stub(row: Mapping[str, Any]) -> bool:
+    """Whether a function or method chunk (a row with ``kind``, ``language``, ``signature``
+    and ``content``) declares without implementing.  In Python: an ``@overload``, or a body
+    of only a docstring and ``pass``, ``...``, ``raise NotImplementedError`` or ``return
+    NotImplemented``.  In a language with braces: a signature with no body (an overload, an
+    abstract or interface method, a trait's declaration), but not an arrow function or a
+    function assigned to a name."""
+    if row.get("kind") not in _FUNCTION_KINDS:
+        return False
+    content = str(row.get("content", ""))
+    language = row.get("language")
+    if language == "python":
+        if _OVERLOAD.search(content):
+            return True
+        signature = str(row.get("signature", ""))
+        at = content.find(signature) if signature else -1
+        if at < 0:
+            return False
+        _, colon, body = content[at + len(signature) :].partition(":")
+        body = _PY_COMMENT.sub("", _PY_DOCSTRING.sub("", body, count=1)).strip()
+        return bool(colon) and bool(_PY_STUB_BODY.fullmatch(body))
+    if language in _BRACE_LANGUAGES:
+        code = _C_COMMENT.sub("", content)
+        head = _GENERICS.sub("", code.split("(", 1)[0])  # `<K, V = any>` is no assignment
+        return "{" not in code and "=>" not in code and "=" not in head
+    return False
+
+
+def _name(row: Mapping[str, Any]) -> str:
+    """A symbol's last part: ``create_server`` of ``BaseEventLoop.create_server``."""
+    return re.split(r"[.:]+", str(row.get("symbol", "")))[-1]
+
+
 def adjust(
     rows: Mapping[str, Mapping[str, Any]],
     scores: Mapping[str, float],
@@ -140,6 +198,16 @@ def adjust(
             factor = path_weight(row["path"], asks)
             if factor != 1.0:
                 out[rid] *= factor
+    if "stub" in rules:
+        stubs = {rid for rid, row in rows.items() if is_stub(row)}
+        implemented = {
+            _name(row)
+            for rid, row in rows.items()
+            if rid not in stubs and row.get("kind") in _FUNCTION_KINDS
+        }
+        for rid in stubs:
+            if _name(rows[rid]) in implemented:
+                out[rid] *= STUB_WEIGHT
     if "file_coherence" in rules:
         strong = ordered(out)[:STRONG]
         total = sum(out[rid] for rid in strong) or 1.0
