@@ -4,6 +4,9 @@ by name."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from tests.conftest import Indexer, Repo
 
@@ -387,3 +390,26 @@ def test_an_implementation_ranks_above_the_stub_that_describes_it(stubs: Index) 
     assert {h.symbol: h.score for h in close_on}["Transport.close"] == {
         h.symbol: h.score for h in close_off
     }["Transport.close"]
+
+
+def test_a_hostile_chunk_is_judged_in_linear_time() -> None:
+    """``is_stub`` reads any chunk a repository holds: 200,000 unclosed ``/*`` (a lazy scan
+    for ``*/`` from each made it quadratic: 40,000 took 45 s), blank lines before a
+    decorator's line, ``<`` and ``#`` lines are judged at once; the deadline is a hang
+    detector, a thousand times the need."""
+    code = (
+        "from codechunkd.storage.ranking import is_stub\n"
+        "def row(language, content):\n"
+        "    sig = 'def f()' if language == 'python' else 'function f('\n"
+        "    return dict(kind='function', language=language, signature=sig, content=content)\n"
+        "n = 200_000\n"
+        "assert is_stub(row('typescript', 'function f(' + '/*x' * n))\n"
+        "assert is_stub(row('typescript', 'function f' + '<' * n + '(a): T'))\n"
+        "assert not is_stub(row('python', 'def f():\\n' + '\\n' * n + 'x = 1'))\n"
+        "assert is_stub(row('python', 'def f():\\n' + '#x\\n' * n + 'pass'))\n"
+        "assert not is_stub(row('python', 'def f():\\n    \"\"\"' + 'x\\n' * n))\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("judging five 200,000-line chunks did not finish in 120 s")

@@ -131,7 +131,7 @@ def asks_for_tests(query: str) -> bool:
 STUB_WEIGHT = 0.5
 """Factor on a declaration stub (``stub``) when a candidate of the same name implements it."""
 _FUNCTION_KINDS = frozenset({"function", "method"})
-_OVERLOAD = re.compile(r"^\s*@(?:\w+\.)?overload\b", re.M)  # typing.overload, t.overload
+_OVERLOAD = re.compile(r"^[ \t]*@(?:\w+\.)?overload\b", re.M)  # typing.overload, t.overload
 _PY_DOCSTRING = re.compile(
     r"""\A\s*[rRbBuUfF]*(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')"""
 )
@@ -139,7 +139,7 @@ _PY_COMMENT = re.compile(r"#[^\n]*")
 _PY_STUB_BODY = re.compile(
     r"(?:pass|\.\.\.|raise\s+NotImplementedError\b[^\n]*|return\s+NotImplemented)?"
 )
-_C_COMMENT = re.compile(r"/\*[\s\S]*?\*/|//[^\n]*")
+_C_COMMENT = re.compile(r"/\*[\s\S]*?(?:\*/|\Z)|//[^\n]*")  # unclosed: to the end, in one pass
 _GENERICS = re.compile(r"<[^()<>]*>")
 _BRACE_LANGUAGES = frozenset(
     {"typescript", "tsx", "javascript", "java", "c_sharp", "kotlin", "rust", "scala", "swift"}
