@@ -335,6 +335,34 @@ class Indexer:
         self.cache.close()
 
 
+def finishes_within(code: str, seconds: float, what: str) -> None:
+    """Run ``code`` in a fresh interpreter and fail the test if it has not finished in
+    ``seconds``: a hang detector for work that must stay linear on hostile input, set far
+    above the need (a quadratic scan takes minutes there), not a speed target."""
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish in {seconds:.0f} s")
+
+
+def index_of(root: Path, files: dict[str, str], embedder):  # type: ignore[no-untyped-def]
+    """A real index of a one-commit repository of ``files`` (path -> text), both under
+    ``root``, built as `codechunkd index` builds it and opened for searching with
+    ``embedder``: a module's fixture index in one call."""
+    from codechunkd.config import load_settings
+    from codechunkd.storage.reader import Index
+
+    repo = Repo(root / "repo")
+    for path, text in files.items():
+        repo.write(path, text)
+    repo.commit("files")
+    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    return Index(ix.store, settings, embedder)
+
+
 @pytest.fixture
 def indexer(settings: Settings, embedder) -> Iterator[Indexer]:  # type: ignore[no-untyped-def]
     ix = Indexer(settings, embedder)

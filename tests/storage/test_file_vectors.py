@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import index_of
 
-from codechunkd.config import load_settings
 from codechunkd.storage.file_vectors import FILE_K, FILE_WEIGHT, FileVectors
 from codechunkd.storage.reader import Index
 
@@ -60,16 +59,14 @@ def export_widget_rows_to_a_spreadsheet(widgets, out):
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("files")
-    repo = Repo(root / "repo")
-    repo.write("data/sheets.py", SPREADSHEET)
-    repo.write("ui/dashboard.py", HUB)
-    repo.commit("files")
-    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    return Index(ix.store, settings, embedder)
+    return index_of(
+        tmp_path_factory.mktemp("files"),
+        {
+            "data/sheets.py": SPREADSHEET,
+            "ui/dashboard.py": HUB,
+        },
+        embedder,
+    )
 
 
 QUERY = "export rows to a comma-separated spreadsheet"

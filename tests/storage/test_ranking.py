@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import index_of
 
-from codechunkd.config import load_settings
 from codechunkd.storage.reader import Index
 from codechunkd.storage.search import Filters, Hit, asks_for_code, wants_prose
 
@@ -53,16 +52,14 @@ DOC_QUESTION = "A Link header becomes a list of links, one dict per link with it
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("ranking")
-    repo = Repo(root / "repo")
-    repo.write("weblinks/headers.py", CODE)
-    repo.write("README.md", README)
-    repo.commit("link headers")
-    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    return Index(ix.store, settings, embedder)
+    return index_of(
+        tmp_path_factory.mktemp("ranking"),
+        {
+            "weblinks/headers.py": CODE,
+            "README.md": README,
+        },
+        embedder,
+    )
 
 
 def _first(hits: list[Hit], what: str) -> tuple[str, str]:

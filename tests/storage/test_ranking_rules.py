@@ -4,13 +4,9 @@ by name."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import finishes_within, index_of
 
-from codechunkd.config import load_settings
 from codechunkd.errors import ConfigError
 from codechunkd.storage import ranking
 from codechunkd.storage.reader import Index
@@ -88,22 +84,20 @@ def demo_pack_files_into_a_zip():
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("rules")
-    repo = Repo(root / "repo")
-    repo.write("shop/cart.py", CART)
-    repo.write("tests/test_cart.py", CART_TEST)
-    repo.write("billing/invoice.py", INVOICE)
-    repo.write("billing/tax.py", TAX)
-    repo.write("ui/places.py", FILLER)
-    repo.write("ui/zorb.py", ZORB)
-    repo.write("archive/pack.py", PACK)
-    repo.write("examples/pack_demo.py", PACK_DEMO)
-    repo.commit("shop")
-    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    return Index(ix.store, settings, embedder)
+    return index_of(
+        tmp_path_factory.mktemp("rules"),
+        {
+            "shop/cart.py": CART,
+            "tests/test_cart.py": CART_TEST,
+            "billing/invoice.py": INVOICE,
+            "billing/tax.py": TAX,
+            "ui/places.py": FILLER,
+            "ui/zorb.py": ZORB,
+            "archive/pack.py": PACK,
+            "examples/pack_demo.py": PACK_DEMO,
+        },
+        embedder,
+    )
 
 
 def test_a_test_file_ranks_below_the_code_it_tests_for_a_code_question(index: Index) -> None:
@@ -324,20 +318,18 @@ pub trait Store {
 
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("stubs")
-    repo = Repo(root / "repo")
-    repo.write("net/base.py", TRANSPORT_BASE)
-    repo.write("net/sockets.py", TRANSPORT_SOCKET)
-    repo.write("codec.py", STUBS_PY)
-    repo.write("events.ts", STUBS_TS)
-    repo.write("Store.java", STUBS_JAVA)
-    repo.write("store.rs", STUBS_RUST)
-    repo.commit("stubs")
-    settings = load_settings(env={}, overrides={"index.dir": str(root / "index")})
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    return Index(ix.store, settings, embedder)
+    return index_of(
+        tmp_path_factory.mktemp("stubs"),
+        {
+            "net/base.py": TRANSPORT_BASE,
+            "net/sockets.py": TRANSPORT_SOCKET,
+            "codec.py": STUBS_PY,
+            "events.ts": STUBS_TS,
+            "Store.java": STUBS_JAVA,
+            "store.rs": STUBS_RUST,
+        },
+        embedder,
+    )
 
 
 def test_declarations_without_a_body_are_stubs_on_a_real_index(stubs: Index) -> None:
@@ -409,7 +401,4 @@ def test_a_hostile_chunk_is_judged_in_linear_time() -> None:
         "assert is_stub(row('python', 'def f():\\n' + '#x\\n' * n + 'pass'))\n"
         "assert not is_stub(row('python', 'def f():\\n    \"\"\"' + 'x\\n' * n))\n"
     )
-    try:
-        subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.fail("judging five 200,000-line chunks did not finish in 120 s")
+    finishes_within(code, 120, "judging five 200,000-line chunks")
