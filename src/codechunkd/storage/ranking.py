@@ -174,9 +174,10 @@ def is_stub(row: Mapping[str, Any]) -> bool:
     return False
 
 
-def _name(row: Mapping[str, Any]) -> str:
-    """A symbol's last part: ``create_server`` of ``BaseEventLoop.create_server``."""
-    return re.split(r"[.:]+", str(row.get("symbol", "")))[-1]
+def last_name(symbol: str) -> str:
+    """A qualified name's last part: ``create_server`` of ``BaseEventLoop.create_server``,
+    ``load`` of ``Store::load``."""
+    return re.split(r"[.:]+", symbol)[-1]
 
 
 def adjust(
@@ -201,12 +202,12 @@ def adjust(
     if "stub" in rules:
         stubs = {rid for rid, row in rows.items() if is_stub(row)}
         implemented = {
-            _name(row)
+            last_name(str(row.get("symbol", "")))
             for rid, row in rows.items()
             if rid not in stubs and row.get("kind") in _FUNCTION_KINDS
         }
         for rid in stubs:
-            if _name(rows[rid]) in implemented:
+            if last_name(str(rows[rid].get("symbol", ""))) in implemented:
                 out[rid] *= STUB_WEIGHT
     if "file_coherence" in rules:
         strong = ordered(out)[:STRONG]

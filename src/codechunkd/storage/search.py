@@ -477,7 +477,7 @@ class Searcher:
         name = symbol_query(text)
         if name is None:
             return {}
-        last = re.split(r"[.:]+", name)[-1]
+        last = ranking.last_name(name)
         cond = f"(symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}{_qualified(name)})"
         rows = self.store.select(
             " AND ".join(x for x in (cond, where) if x), ["id", "symbol"], limit=50
@@ -505,7 +505,7 @@ class Searcher:
             return {}
         conds = []
         for name in names:
-            last = re.split(r"[.:]+", name)[-1]
+            last = ranking.last_name(name)
             conds.append(f"symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}")
         cond = "(" + " OR ".join(f"({c})" for c in conds) + ")"
         rows = self.store.select(" AND ".join(x for x in (cond, where) if x), ["id"], limit=50)
