@@ -7,6 +7,7 @@ possible.  Servers are real HTTP servers on 127.0.0.1; the CLI runs as a real pr
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import socket
 import stat
@@ -393,3 +394,20 @@ def test_path_glob_character_classes_match(tmp_path: Path) -> None:
     assert match("*.py") == ["a1.py", "b2.py", "c.py", "src/a.py", "x[ab].py"]
     assert match("x[ab") == []  # an unclosed class is literal text
     assert match("a.b?") == ["a.b1"]
+
+
+def test_path_glob_classes_with_dashes_and_reversed_ranges_match_as_fnmatch(
+    tmp_path: Path,
+) -> None:
+    """A class's ``-`` is a range or a literal, never Rust regex's ``--`` set difference, and a
+    reversed range (``[z-a]``) matches nothing, as fnmatch reads them: `[!+--]*` once let
+    through the very files it excludes, and `[z-a]` was a regex parse error."""
+    paths = ["+plus.py", ",comma.py", "-dash.py", "a.py", "z.py", "&.py", "~.py", "\\.py"]
+    table = lancedb.connect(tmp_path).create_table("t", pa.table({"path": paths}))
+    globs = [
+        "[!+--]*", "[+--]*", "[a-]*", "[-a]*", "[a--]*", "[z-a]*", "[!z-a]*", "[a-b-z]*",
+        "[&&a]*", "[~~a]*", "[!&-~]*", "[\\]*", "[,--]*", "[--/]*",
+    ]  # fmt: skip
+    for glob in globs:
+        got = sorted(r["path"] for r in table.search().where(path_filter(glob)).to_list())
+        assert got == sorted(p for p in paths if fnmatch.fnmatchcase(p, glob)), glob

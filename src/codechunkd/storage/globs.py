@@ -24,7 +24,9 @@ def path_filter(glob: str) -> str:
 
 
 _REGEX_META = frozenset("\\.+*?()|[]{}^$")
-_CLASS_META = frozenset("\\[]&~^")  # ``&&`` and ``~~`` are set operations in Rust regex
+_CLASS_META = frozenset("\\[]&~^-")  # ``&&``, ``~~`` and ``--`` are set operations in Rust regex
+_NOTHING = "[^\\s\\S]"
+"""A class that matches no character (``[z-a]``: fnmatch drops a reversed range)."""
 
 
 def _next_close(glob: str) -> list[int]:
@@ -64,12 +66,39 @@ def _glob_regex(glob: str) -> str | None:
                 continue
             body, i = glob[i:j], j + 1
             negate = body[:1] in {"!", "^"}
-            body = "".join("\\" + c if c in _CLASS_META else c for c in body[negate:])
-            out.append(f"[{'^' if negate else ''}{body}]")
+            out.append(_class_regex(body[negate:], negate))
             has_class = True
         else:
             out.append("\\" + ch if ch in _REGEX_META else ch)
     return f"(?s)^{''.join(out)}$" if has_class else None
+
+
+def _class_regex(body: str, negate: bool) -> str:
+    """A glob's ``[…]`` (its body without the ``!``) as a regex class, read as fnmatch reads
+    it: ``a-z`` a range, a ``-`` first or last a literal, a reversed range (``z-a``) dropped.
+
+    Every character is escaped where Rust regex gives it a meaning in a class (``--`` would
+    be a set difference there).  No character left: the class matches nothing, or, negated,
+    any character.
+    """
+    items: list[str] = []
+    k, n = 0, len(body)
+    while k < n:
+        if k + 2 < n and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            k += 3
+            if lo <= hi:
+                items.append(f"{_class_char(lo)}-{_class_char(hi)}")
+        else:
+            items.append(_class_char(body[k]))
+            k += 1
+    if not items:
+        return "." if negate else _NOTHING
+    return f"[{'^' if negate else ''}{''.join(items)}]"
+
+
+def _class_char(ch: str) -> str:
+    return "\\" + ch if ch in _CLASS_META else ch
 
 
 def glob_to_like(glob: str) -> str:
