@@ -448,8 +448,9 @@ def test_http_closes_silent_and_half_sent_connections(
 
 def test_stdio_answers_every_frame(index_dir: Path, tmp_path: Path) -> None:
     """Over stdio, a request whose query holds a lone surrogate gets an error answer with its
-    id, a frame that is not JSON a -32700 parse error, JSON that is no JSON-RPC message a
-    -32600; each is logged, and the server answers the next request.
+    id, a frame that is not JSON (or nested deeper than the parser goes) a -32700 parse error,
+    JSON that is no JSON-RPC message, or a request whose id is no string or integer, a -32600;
+    each is logged, and the server answers the next request.
 
     Raw frames on the server's stdin: the SDK's client cannot send a lone surrogate (pydantic
     refuses to encode it), other clients (JavaScript's JSON.stringify) send it escaped."""
@@ -493,6 +494,13 @@ def test_stdio_answers_every_frame(index_dir: Path, tmp_path: Path) -> None:
         assert answer["id"] is None and answer["error"]["code"] == -32700
         answer = send('{"jsonrpc": "2.0", "id": 8, "method": 42}')
         assert answer["id"] == 8 and answer["error"]["code"] == -32600
+        answer = send("[" * 100_000 + "]" * 100_000)  # past the parser's depth: the answer
+        assert answer["id"] is None and answer["error"]["code"] == -32700  # once killed it
+        for bad_id in ("1.5", "null", "true", '{"a": 1}'):  # the SDK reads a notification
+            frame = f'{{"jsonrpc": "2.0", "id": {bad_id}, "method": "tools/call", "params": {{}}}}'
+            answer = send(frame)
+            assert answer["id"] is None and answer["error"]["code"] == -32600, bad_id
+            assert "string or integer id" in answer["error"]["message"]
         answer = send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
         assert answer["id"] == 9 and {t["name"] for t in answer["result"]["tools"]} >= {
             *("search", "outline", "read_chunks", "status", "definition", "references")
@@ -503,7 +511,7 @@ def test_stdio_answers_every_frame(index_dir: Path, tmp_path: Path) -> None:
         proc.stdout.close()
         err.close()
     log = (tmp_path / "mcp.log").read_text()
-    assert log.count("mcp_bad_frame") == 3, log
+    assert log.count("mcp_bad_frame") == 8, log
 
 
 def test_descriptions_errors_via_outline_budget_and_snippets(

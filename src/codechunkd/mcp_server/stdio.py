@@ -14,7 +14,13 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+)
 from pydantic import ValidationError
 
 from codechunkd import logs
@@ -51,7 +57,7 @@ def frame_error(exc: Exception) -> tuple[JSONRPCError, str]:
         why = str((first.get("ctx") or {}).get("error") or first.get("msg"))
         try:
             doc = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth: no id to read
             doc = None
         if doc is not None and LONE_SURROGATE.search(raw or ""):
             why = "a string holds a lone surrogate escape (e.g. \\ud800), which is not Unicode"
@@ -66,6 +72,21 @@ def frame_error(exc: Exception) -> tuple[JSONRPCError, str]:
         jsonrpc="2.0", id=rid, error=ErrorData(code=code, message=f"{word}: {why}")
     )
     return error, why
+
+
+def request_without_id(item: Any) -> tuple[JSONRPCError, str] | None:
+    """The ``-32600`` answer to a request the SDK read as a notification, else None.
+
+    MCP's notifications are the ``notifications/…`` methods, and a request's id is a string
+    or an integer.  A ``tools/call`` whose id is ``1.5``, ``null``, ``true`` or an object, or
+    missing, the SDK reads as a notification and drops: the client would wait for ever.
+    """
+    message = getattr(item, "message", None)
+    if not isinstance(message, JSONRPCNotification) or message.method.startswith("notifications/"):
+        return None
+    why = "a request needs a string or integer id (MCP notifications are notifications/…)"
+    error = ErrorData(code=INVALID_REQUEST, message=f"Invalid request: {why}")
+    return JSONRPCError(jsonrpc="2.0", id=None, error=error), why
 
 
 LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -91,9 +112,12 @@ class AnsweredFrames:
     async def receive(self) -> Any:
         while True:
             item = await self._inner.receive()
-            if not isinstance(item, Exception):
+            if isinstance(item, Exception):
+                error, why = frame_error(item)
+            elif (message := request_without_id(item)) is not None:
+                error, why = message
+            else:
                 return item
-            error, why = frame_error(item)
             log.warning("mcp_bad_frame", code=error.error.code, id=error.id, reason=why)
             await self._write.send(SessionMessage(error))
 
