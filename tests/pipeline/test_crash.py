@@ -70,10 +70,12 @@ def _settings(index: Path, extra: dict[str, str] | None = None) -> Settings:
     return load_settings(env={**ENV, **(extra or {})}, overrides={"index.dir": str(index)})
 
 
-def _index(repo: Path, index: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _index(
+    repo: Path, index: Path, extra: dict[str, str], *flags: str
+) -> subprocess.CompletedProcess[str]:
     """One real ``codechunkd index`` process."""
     return subprocess.run(
-        [sys.executable, "-m", "codechunkd", "index", str(repo), "--index-dir", str(index)],
+        [sys.executable, "-m", "codechunkd", "index", str(repo), "--index-dir", str(index), *flags],
         env={**os.environ, **ENV, **extra},
         capture_output=True,
         text=True,
@@ -229,3 +231,35 @@ def test_a_sync_killed_from_outside_after_the_second_batch_is_repaired(
         _assert_repaired(ix, settings, repo, clean, "outside kill")
     finally:
         ix.close()
+
+
+@pytest.mark.slow
+def test_a_rebuild_killed_part_way_is_redone_by_the_next_index(
+    repo: Repo, tmp_path: Path, embedder: Any
+) -> None:
+    """``index --rebuild`` killed while it removes the source's rows, or before its sync wrote
+    a state: the next plain ``codechunkd index`` indexes again, to exactly a clean build.
+
+    It once said "unchanged" for every file over an emptied index, because ``state.json``
+    still said the source was fresh (the plain ``index`` trusts it without opening LanceDB).
+    """
+    for i in range(4):
+        repo.write(f"pkg/m{i}.py", _module(i))
+    repo.commit("A")
+    clean = _clean_build(repo, tmp_path, embedder)
+    base = tmp_path / "base"
+    assert _index(repo.path, base, {}).returncode == 0
+    points = [f"remove_source.{t}:1" for t in ("repos", "chunks", "files", "references")]
+    for point in [*points, "put_state.before:1"]:
+        index = tmp_path / f"kill-{point.replace(':', '-')}"
+        shutil.copytree(base, index)
+        killed = _index(repo.path, index, {AT_ENV: point}, "--rebuild")
+        assert killed.returncode == -signal.SIGKILL, (point, killed.returncode, killed.stderr)
+        again = _index(repo.path, index, {})  # the restart, through the fast path's check
+        assert again.returncode == 0, (point, again.stderr)
+        settings = _settings(index)
+        ix = Indexer(settings, embedder)
+        try:
+            _assert_repaired(ix, settings, repo, clean, point)
+        finally:
+            ix.close()

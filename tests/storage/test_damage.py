@@ -35,6 +35,10 @@ def _lose_fragment(ix: Path) -> None:
     next((ix / "chunks.lance" / "data").glob("*.lance")).unlink()
 
 
+def _lose_references_fragment(ix: Path) -> None:
+    next((ix / "references.lance" / "data").glob("*.lance")).unlink()
+
+
 def _overwrite_manifest(ix: Path) -> None:
     _latest_manifest(ix / "chunks.lance").write_bytes(b"garbage\n")
 
@@ -74,6 +78,10 @@ CASES: dict[str, tuple[Callable[[Path], None], dict[str, int | None]]] = {
     "lost data fragment": (
         _lose_fragment,
         {"search": DAMAGED, "verify": DAMAGED, "status": DAMAGED, "index": DAMAGED},
+    ),
+    "lost references fragment": (  # once unseen, and `--rebuild` then emptied the index
+        _lose_references_fragment,
+        {"search": 0, "verify": DAMAGED, "status": DAMAGED, "index": DAMAGED},
     ),
     "overwritten manifest": (
         _overwrite_manifest,

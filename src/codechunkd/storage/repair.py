@@ -11,8 +11,8 @@ setting aside what cannot be opened and indexing again:
 - an index of a table (full-text, vector) whose files are missing or unreadable
   is dropped (the next sync builds it again);
 - a table that cannot be opened or read (a lost data file, an overwritten or
-  missing manifest) is removed with the two others: ``files`` and ``repos``
-  describe the rows of ``chunks``, so one without the others would lie.
+  missing manifest) is removed with the three others: ``files``, ``repos`` and
+  ``references`` describe the rows of ``chunks``, so one without the others would lie.
 
 ``quick_damage`` is the cheap look ``status`` and a plain ``index`` take without
 importing LanceDB: the files the latest manifest of each table names exist, and
@@ -39,7 +39,8 @@ from codechunkd.storage.statefile import state_file_damage
 if TYPE_CHECKING:
     from codechunkd.storage.store import IndexStore
 
-TABLES = ("chunks", "files", "repos")
+TABLES = ("chunks", "files", "repos", "references")
+"""Every table of an index: each describes the rows of ``chunks``, so they go together."""
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LANCE_MAGIC = b"LANC"
 
@@ -300,7 +301,7 @@ def repair(paths: IndexPaths) -> list[str]:
 
 
 def _remove_tables(store: IndexStore, damage: list[Damage]) -> list[str]:
-    """Remove all three tables (the damaged ones and those that describe them)."""
+    """Remove every table (the damaged ones and those that describe the same rows)."""
     done = [f"removed {d.what} ({d.reason})" for d in damage]
     root = _local_root(store.uri)
     others = []

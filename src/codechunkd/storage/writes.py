@@ -162,7 +162,16 @@ class Writes(Reads):
 
     @translating("removing a source")
     def remove_source(self, source: SourceId) -> None:
+        """Delete every row of ``source``, what says it is indexed first: ``state.json`` without
+        it, its ``repos`` row, its ``files`` manifest; then its references and chunks.  A kill
+        part-way leaves a source with no state and no manifest, which the next run indexes
+        again; never a state or manifest that says a file is indexed over rows already gone
+        (a plain ``index`` trusts ``state.json``, a sync the manifest)."""
+        if self.state_file is not None:
+            kept = [s for s in self.states() if s.source.id != source]
+            write_state_file(self.state_file, self.uri, kept, schema_version=S.SCHEMA_VERSION)
         where = f"source = {quote(source)}"
-        for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
+        for name in (S.REPOS, S.FILES, S.REFERENCES, S.CHUNKS):
             if name in self.table_names():
+                crashpoint(f"remove_source.{name}")
                 self._open(name).delete(where)
