@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -160,6 +161,49 @@ def test_edits_new_files_deletes_and_renames_are_signalled(repo: Repo, helper: H
     helper.expect_paths("docs/readme.md")
     os.rename(repo.path / "src/new.py", repo.path / "src/renamed.py")
     helper.expect_paths("src/new.py", "src/renamed.py")
+
+
+def test_names_that_are_not_utf8_are_watched_and_signalled(repo: Repo, helper: Helper) -> None:
+    """A committed directory and a new file whose names are not UTF-8 neither stop the start
+    nor the watching: the later edits are signalled (git's ignore rules raised on such a
+    name, which stopped the daemon at start, or ended the watcher's thread in silence)."""
+    committed(repo)
+    bad_dir = os.fsdecode(b"dir_\xfe")
+    repo.write(f"{bad_dir}/x.py", "X = 1\n")
+    repo.commit("a directory whose name is not UTF-8")
+    helper.start().add(GitSource(repo.path).source)
+    bad_file = os.fsdecode(b"bad_\xff.py")
+    repo.write(bad_file, "Y = 1\n")
+    helper.expect_paths(bad_file)
+    repo.write(f"{bad_dir}/y.py", "Z = 1\n")
+    repo.write("src/later.py", "Z = 2\n")
+    helper.expect_paths(f"{bad_dir}/y.py", "src/later.py")
+
+
+def test_an_event_whose_handling_raises_is_counted_and_answered_by_a_full_rehash(
+    repo: Repo, helper: Helper
+) -> None:
+    """The backend's thread outlives an event whose handling raises (here the sink, once):
+    the event is counted as failed, answered by an urgent full rehash, and later edits are
+    signalled as before."""
+    committed(repo)
+    put = helper.sink
+    failures = [RuntimeError("the queue refused it")]
+
+    def sink(source: str, **kw: Any) -> None:
+        if failures and kw.get("paths"):
+            raise failures.pop()
+        put(source, **kw)
+
+    helper.sink = sink  # type: ignore[method-assign]
+    sw = helper.start().add(GitSource(repo.path).source)
+    with capture_logs() as logs:
+        repo.write("src/app.py", "def main():\n    return 2\n")
+        helper.expect(lambda s: s.level == Level.FULL and s.urgent)
+    assert sw.failed == 1 and sw.health()["failed"] == 1
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["watch_event_failed"]
+    repo.write("src/pkg/util.py", "X = 2\n")
+    helper.expect_paths("src/pkg/util.py")
 
 
 def test_editor_atomic_save_is_signalled(repo: Repo, helper: Helper) -> None:

@@ -19,6 +19,7 @@ Python's recursion limit.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -31,11 +32,19 @@ from codechunkd.chunking.signatures import signature_bytes
 
 __all__ = ["Anchor", "CodeSplitter", "Piece"]
 
-_MAX_SCOPE: Final = 8  # enclosing names kept in a qualified symbol (deep data nests)
+# Enclosing definitions kept in a scope, and so in a qualified symbol (deep data nests).
+# Every use of a scope reads its last entries only (the symbol, a method's class, the
+# context header's last 4), so a deeper one is cut to this: a piece's scope is then
+# O(1), not the whole chain (20,000 nested functions held 200 million entries).
+_MAX_SCOPE: Final = 8
+# A span longer than this is measured from the running counts (CodeSplitter._before), not read:
+# the nested nodes shorter than it add up to _DIRECT**2 / (2 * bytes per level) at most.
+_DIRECT: Final = 2048
+_BLOCK: Final = 256  # bytes per running count (8 bytes each)
 
 
 Scope = tuple[tuple[str, str, str], ...]
-"""Enclosing definitions, outermost first: (kind, name, mode)."""
+"""Enclosing definitions, outermost first: (kind, name, mode); the innermost _MAX_SCOPE."""
 
 
 @dataclass(slots=True, eq=False)
@@ -121,6 +130,7 @@ class CodeSplitter:
         self._stack: list[tuple[_Seg | None, int, int, _Ctx]] = []  # (seg, a, b, ctx) to do
         self._plain = plain_kinds if plain_kinds is not None else {}
         self._prefixes: dict[Scope, str] = {}  # scope -> its qualified name
+        self._blocks: array[int] | None = None  # see _before
 
     # -- entry points -----------------------------------------------------------------
 
@@ -155,10 +165,36 @@ class CodeSplitter:
                 self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
     def _size(self, a: int, b: int) -> int:
-        return len(self.src[a:b].translate(None, NOT_COUNTED))
+        """Non-whitespace characters of ``[a, b)``: O(1) for a long span (see :meth:`_before`)."""
+        if b - a <= _DIRECT:
+            return len(self.src[a:b].translate(None, NOT_COUNTED))
+        return self._before(b) - self._before(a)
+
+    def _before(self, x: int) -> int:
+        """Non-whitespace characters of ``src[:x]``, from a running count per block.
+
+        Measuring each nested node's whole span would make a deep nest (``[[[...]]]``)
+        quadratic; the counts are made on the first long span, so a file of short
+        definitions never pays for them.  The count is per byte, so it adds up exactly.
+        """
+        blocks = self._blocks
+        src = self.src
+        if blocks is None:
+            blocks = self._blocks = array("q", [0])
+            total = 0
+            for i in range(0, len(src), _BLOCK):
+                total += len(src[i : i + _BLOCK].translate(None, NOT_COUNTED))
+                blocks.append(total)
+        k = x // _BLOCK
+        base = k * _BLOCK
+        if x == base:
+            return blocks[k]
+        return blocks[k] + len(src[base:x].translate(None, NOT_COUNTED))
 
     def _gap_size(self, a: int, b: int) -> int:
         """:meth:`_size` of the text between units, usually blank (and cheaper to test)."""
+        if b - a > _DIRECT:
+            return self._size(a, b)
         gap = self.src[a:b]
         return 0 if not gap or gap.isspace() else len(gap.translate(None, NOT_COUNTED))
 
@@ -186,9 +222,12 @@ class CodeSplitter:
                     is_plain = plain[kind_id] = rules.plain(c)
                 if is_plain:  # the common case: code that is no definition
                     s0, e0 = c.start_byte, c.end_byte
-                    append(
-                        _Unit(s0, e0, c, None, None, len(src[s0:e0].translate(None, NOT_COUNTED)))
+                    size = (
+                        len(src[s0:e0].translate(None, NOT_COUNTED))
+                        if e0 - s0 <= _DIRECT
+                        else self._size(s0, e0)
                     )
+                    append(_Unit(s0, e0, c, None, None, size))
                     prev_end = e0
                     continue
             t = c.type
@@ -537,9 +576,10 @@ class CodeSplitter:
 
 
 def _inner_scope(ctx: _Ctx, spec: DefSpec, kind: str, name: str) -> Scope:
-    """The scope of a definition's members: the definition's, plus the definition."""
+    """The scope of a definition's members: the definition's, plus the definition (the
+    innermost :data:`_MAX_SCOPE` of them)."""
     if spec.kind and (name or spec.mode != "scope"):
-        return (*ctx.scope, (kind, name, spec.mode))
+        return (*ctx.scope[1 - _MAX_SCOPE :], (kind, name, spec.mode))
     return ctx.scope
 
 

@@ -45,7 +45,8 @@ import pygit2
 
 from codechunkd import logs
 from codechunkd.daemon.debounce import Level
-from codechunkd.git.changes import Source, SourceKind
+from codechunkd.display import printable
+from codechunkd.git.changes import Source, SourceKind, path_is_ignored
 
 log = logs.get_logger("codechunkd.watcher")
 
@@ -112,6 +113,7 @@ class SourceWatch(ABC):
         self.events = 0
         self.dropped = 0
         self.overflows = 0
+        self.failed = 0  # events whose handling raised (each answered by a full rehash)
 
     # -- what a backend provides ------------------------------------------------
 
@@ -143,11 +145,8 @@ class SourceWatch(ABC):
     # -- git's view of the tree -------------------------------------------------
 
     def _ignored(self, path: str) -> bool:
-        try:
-            with self._git_lock:
-                return bool(self._repo.path_is_ignored(path))
-        except pygit2.GitError:
-            return False
+        with self._git_lock:
+            return path_is_ignored(self._repo, path)
 
     def _ignored_dir(self, rel: str) -> bool:
         return self._ignored(rel + "/")
@@ -186,12 +185,26 @@ class SourceWatch(ABC):
     # -- the rules (event thread) -------------------------------------------------
 
     def handle(self, d: _Dir, change: Change) -> None:
-        """One change in a watched directory: a path signal, a HEAD signal, or nothing."""
+        """One change in a watched directory: a path signal, a HEAD signal, or nothing.
+
+        An event whose handling raises is logged and counted (``failed``), and answered
+        with an urgent full rehash: the backend's thread outlives it, and what the event
+        would have said is found all the same."""
         self.events += 1
-        if d.kind == "tree":
-            self._on_tree_change(d.rel, change)
-        else:
-            self._on_git_change(d, change)
+        try:
+            if d.kind == "tree":
+                self._on_tree_change(d.rel, change)
+            else:
+                self._on_git_change(d, change)
+        except Exception:  # one event must not end the watching
+            self.failed += 1
+            log.exception(
+                "watch_event_failed",
+                source=self.source.id,
+                dir=printable(d.rel),
+                name=printable(change.name),
+            )
+            self._signal(level=Level.FULL, urgent=True)
 
     def _on_tree_change(self, rel: str, change: Change) -> None:
         name = change.name
@@ -254,6 +267,7 @@ class SourceWatch(ABC):
             "events": self.events,
             "dropped": self.dropped,
             "overflows": self.overflows,
+            "failed": self.failed,
         }
 
 

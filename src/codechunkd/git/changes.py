@@ -68,6 +68,18 @@ REFUSALS = {
 }
 
 
+def path_is_ignored(repo: pygit2.Repository, path: str) -> bool:
+    """Whether git ignores ``path`` (relative; a directory ends in ``/``); False when git
+    cannot tell.  A name that is not UTF-8 (surrogate escapes: pygit2 takes str only) is
+    matched with U+FFFD for each byte that is not, and never raises."""
+    try:
+        return bool(repo.path_is_ignored(path))
+    except pygit2.GitError:
+        return False
+    except UnicodeEncodeError:
+        return path_is_ignored(repo, _SURROGATE.sub("\ufffd", path))
+
+
 def name_problem(path: str) -> str | None:
     """``NAME_NOT_UTF8`` when ``path`` is not valid UTF-8 (the OS and pygit2 hand such a
     name over with surrogate escapes, which no column of the index can hold), else None."""
@@ -405,13 +417,7 @@ class GitSource:
         return untracked, refused
 
     def is_ignored(self, path: str) -> bool:
-        try:
-            return bool(self.repo.path_is_ignored(path))
-        except pygit2.GitError:
-            return False
-        except UnicodeEncodeError:  # a name not UTF-8: pygit2 takes str only; the
-            # patterns are matched against it with U+FFFD for each byte that is not UTF-8
-            return self.is_ignored(_SURROGATE.sub("\ufffd", path))
+        return path_is_ignored(self.repo, path)
 
     def versions_of(self, paths: Iterable[str]) -> tuple[Head, list[FileVersion]]:
         """Current versions of a few paths, from the working tree (the per-event path).
