@@ -259,6 +259,43 @@ def test_definition_and_references_give_ids_read_chunks_reads(
     anyio.run(go)
 
 
+def test_hostile_paths_and_repos_are_refused_in_one_line_and_repos_are_resolved(
+    indexed: Repo, index_dir: Path, tmp_path: Path
+) -> None:
+    """A `path` or `repo` past the filter cap, or with a NUL, is refused before it reaches
+    the filesystem (``Path.resolve`` of an 800 KB path held the reader for 30 s, and a NUL
+    gave an error without a reason); an error repeats at most the start of a long value; the
+    reference tools read `repo` as `search` does (a trailing slash, a relative path) and
+    refuse one that is not indexed instead of answering nothing."""
+    huge = "/" + "a/" * 400_000
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
+            for tool, args, what in [
+                ("outline", {"path": huge}, "path is 800,001 characters"),
+                ("read_chunks", {"path": huge, "line": 1}, "path is 800,001 characters"),
+                ("search", {"query": "x", "repo": huge}, "repo is 800,001 characters"),
+                ("outline", {"path": "pkg/geo.py", "repo": huge}, "repo is 800,001 characters"),
+                ("definition", {"name": "haversine", "repo": huge}, "repo is 800,001"),
+                ("repo_map", {"path": huge}, "path is 800,001 characters"),
+                ("outline", {"path": "/tmp/a\x00b"}, "path holds a NUL character"),
+                ("search", {"query": "x", "repo": "/a\x00b"}, "repo holds a NUL character"),
+                ("references", {"name": "x", "repo": "/a\x00b"}, "repo holds a NUL"),
+            ]:
+                res = await s.call_tool(tool, args)
+                message = text(res)
+                assert res.is_error and what in message and "\n" not in message, (tool, message)
+            res = await call(s, "read_chunks", ids=["f" * 100_000])
+            assert res.is_error and len(text(res)) < 400, len(text(res))
+            root = str(indexed.path)
+            [d] = ok(await call(s, "definition", name="haversine", repo=root + "/"))["definitions"]
+            assert d["path"] == "pkg/geo.py"
+            res = await call(s, "definition", name="haversine", repo=str(tmp_path))
+            assert res.is_error and "is not indexed" in text(res), text(res)
+
+    anyio.run(go)
+
+
 def test_no_index_is_a_tool_error(tmp_path: Path) -> None:
     """On a directory with no index, search is a clear tool error and status says so (the
     warm-up found nothing to load, and said so in the log, not to the agent)."""

@@ -21,7 +21,7 @@ from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.request import SearchRequest
+from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
 
 log = logs.get_logger("codechunkd.mcp")
 
@@ -50,6 +50,22 @@ class ToolFailure(Exception):
     """A tool cannot answer, and says why in one line: its text is what the agent reads
     (the server makes it the SDK's ``ToolError``, ``server.CodechunkdMCP``).  Not the SDK's
     own class: the backend runs in the reader process, which never imports the SDK."""
+
+
+def checked(key: str, value: str) -> str:
+    """An agent's ``path`` or ``repo``, refused before it reaches the filesystem when it is
+    longer than a filter may be, or holds a NUL (``Path.resolve`` takes time quadratic in a
+    path's parts: an 800 KB path once held the reader for 30 s)."""
+    if len(value) > MAX_FILTER_CHARS:
+        raise ToolFailure(f"{key} is {len(value):,} characters; the limit is {MAX_FILTER_CHARS:,}")
+    if "\x00" in value:
+        raise ToolFailure(f"{key} holds a NUL character")
+    return value
+
+
+def repo_root(repo: str) -> str:
+    """An agent's ``repo`` as the index records repositories: checked, then made absolute."""
+    return str(Path(checked("repo", repo)).expanduser().resolve())
 
 
 DAEMON_SEARCH_TIMEOUT = 60.0
@@ -157,10 +173,18 @@ class Backend:
         if roots and repo not in roots:
             raise ToolFailure(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
 
+    def indexed_root(self, repo: str | None) -> str | None:
+        """An agent's ``repo`` made absolute, and checked to name an indexed repository."""
+        if not repo:
+            return None
+        root = repo_root(repo)
+        self.check_repo(root)
+        return root
+
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
         """(path inside its repository, repository root or None), from what an agent passes."""
-        if repo:
-            repo = str(Path(repo).expanduser().resolve())
+        checked("path", path)
+        repo = self.indexed_root(repo)
         if os.path.isabs(path):
             full = str(Path(path).resolve())
             roots = sorted({s.source.repo for s in self.index().sources()}, key=len, reverse=True)
@@ -168,7 +192,7 @@ class Backend:
                 if root and full.startswith(root.rstrip(os.sep) + os.sep):
                     return os.path.relpath(full, root), root
             raise ToolFailure(
-                f"{path} is not inside an indexed repository "
+                f"{shown(path)} is not inside an indexed repository "
                 f"(indexed: {', '.join(roots) or 'none'})"
             )
         return path.lstrip("./") if path.startswith("./") else path, repo
@@ -179,7 +203,7 @@ class Backend:
         if not rows:
             roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
             raise ToolFailure(
-                f"no chunks indexed for {rel!r}"
+                f"no chunks indexed for {shown(rel)}"
                 + (f" in {root}" if root else "")
                 + f"; paths are relative to the repository root (indexed: {roots})"
             )
@@ -189,7 +213,7 @@ class Backend:
         """The id of the innermost chunk of ``path`` that covers ``line``."""
         rows = [r for r in self.outline(path, repo) if r.start_line <= line <= r.end_line]
         if not rows:
-            raise ToolFailure(f"no chunk of {path} covers line {line}")
+            raise ToolFailure(f"no chunk of {shown(path)} covers line {line}")
         best = min(rows, key=lambda r: (r.end_line - r.start_line, r.synthetic))
         return str(best.id)
 
@@ -201,7 +225,7 @@ class Backend:
             row = index.get(cid)
             if row is None:
                 raise ToolFailure(
-                    f"no chunk with id {cid!r} (ids come from `search` or `outline`; "
+                    f"no chunk with id {shown(cid)} (ids come from `search` or `outline`; "
                     "an edit since then replaces a file's chunks and their ids)"
                 )
             parents: list[Any] = []
@@ -222,7 +246,7 @@ class Backend:
         """Where ``name`` is defined, as ``codechunkd defs --json`` prints it."""
         from codechunkd.storage.refviews import definition_dicts
 
-        return definition_dicts(self.index().definitions(name, repo=repo))
+        return definition_dicts(self.index().definitions(name, repo=self.indexed_root(repo)))
 
     def uses(
         self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
@@ -232,6 +256,7 @@ class Backend:
         how many there are."""
         from codechunkd.storage.refviews import reference_dicts
 
+        repo = self.indexed_root(repo)
         index = self.index()
         if callees:
             found = index.callees(name, repo=repo)
@@ -248,6 +273,8 @@ class Backend:
         from codechunkd.chunking.tokens import counter_for
         from codechunkd.storage.repomap import render
 
+        checked("path", path)
+        repo = self.indexed_root(repo)
         count = counter_for(self.settings.embedding.model)
         refs = self.index().refs
         entries = refs.repo_map(count_tokens=count, budget=budget, repo=repo, path=path)

@@ -10,7 +10,6 @@ the index themselves, nor build the server (server.py).  The reference tools are
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -18,7 +17,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from codechunkd.errors import CodechunkdError
-from codechunkd.mcp_server.backend import Answers
+from codechunkd.mcp_server.backend import Answers, repo_root
 from codechunkd.mcp_server.render import (
     BUDGET,
     chunk_answer,
@@ -137,7 +136,7 @@ def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
             query=query,
             k=k,
             mode=mode,
-            repo=str(Path(repo).expanduser().resolve()) if repo else None,
+            repo=repo_root(repo) if repo else None,
             path=path,
             language=language,
             kind=kind,
