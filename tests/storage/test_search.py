@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 from codechunkd.storage.fusion import TEXT_WEIGHT, VECTOR_WEIGHT
 from codechunkd.storage.reader import Index
@@ -160,6 +163,38 @@ def test_stale_flag_when_file_changed_on_disk(index: Index) -> None:
         assert any(h.stale and h.path == "textwrap.py" for h in hits)
     finally:
         (repo.path / "textwrap.py").write_text(original)
+
+
+@pytest.mark.parametrize("replacement", ["fifo", "symlink to a fifo outside"])
+def test_stale_reads_neither_a_fifo_nor_through_a_symlink(
+    index: Index, tmp_path: Path, replacement: str
+) -> None:
+    """A file replaced by a FIFO, or by a symlink to one outside the tree, is flagged stale
+    without blocking the search: the file is read as the indexer reads it (``open`` of a
+    FIFO blocked ``search --stale`` for good, and a symlink was followed out of the tree)."""
+    repo = index.repo  # type: ignore[attr-defined]
+    path = repo.path / "textwrap.py"
+    original = path.read_text()
+    fifo = path if replacement == "fifo" else tmp_path / "outside.fifo"
+    path.unlink()
+    os.mkfifo(fifo)
+    if fifo != path:
+        path.symlink_to(fifo)
+    found: list[list[Any]] = []
+    search = threading.Thread(
+        target=lambda: found.append(index.search("dedent", k=3, stale=True)), daemon=True
+    )
+    try:
+        search.start()
+        search.join(scaled(120))  # a hang detector: the search reads nothing that blocks
+        assert found, "search --stale blocked on the FIFO"
+        assert any(h.stale and h.path == "textwrap.py" for h in found[0])
+    finally:
+        if search.is_alive():  # let a blocked open() return
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            search.join()
+        path.unlink()
+        path.write_text(original)
 
 
 def test_reader_api_rows_get_children_file(index: Index) -> None:

@@ -120,3 +120,17 @@ def hash_fd(fd: int, size: int) -> str:
         h.update(got)
         left -= len(got)
     return h.hexdigest()
+
+
+def blob_of(root: str, path: str) -> str:
+    """git's blob id of a file or symlink of the tree as it is now (a symlink: its target's
+    text, never what it points to), reached and read as above: never outside the tree,
+    never blocking.  Anything else raises ``OSError`` (``ENOENT`` for a FIFO, a socket, a
+    directory)."""
+    st = lstat(root, path)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.fsencode(readlink(root, path))
+        head = f"blob {len(target)}\0".encode()
+        return hashlib.sha1(head + target, usedforsecurity=False).hexdigest()
+    with open_file(root, path) as (fd, opened):
+        return hash_fd(fd, opened.st_size)
