@@ -44,17 +44,71 @@ class Retryable(Exception):
 
 
 def safe_url(url: str) -> str:
-    """The URL without user info or query, for logs and errors."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The URL without user info, query or fragment, for logs and errors.
+
+    Never raises: it also shows URLs that are not valid (an out-of-range port, an
+    unclosed ``[``), and a ``Location`` a server sent.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # an unbalanced "[": cut what may be secret by hand
+        head, sep, rest = url.partition("://")
+        netloc, slash, path = rest.partition("/")
+        path = path.partition("?")[0].partition("#")[0]
+        return f"{head}{sep}{netloc.rpartition('@')[2]}{slash}{path}"
+    hostport = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, hostport, parts.path, "", ""))
+
+
+def url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a configured http(s) endpoint, or None.
+
+    Worded to follow "setting 'KEY' ".  Everything that would otherwise fail only when
+    a request is sent (an out-of-range port, an unclosed IPv6 ``[``, an empty or
+    overlong host-name label, a non-ASCII path) is caught here, at load time.
+    """
+    if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
+        return (
+            "must be ASCII with no spaces or control characters "
+            "(percent-encode the path, write an international host name in punycode)"
+        )
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL", a bracketed host that is no address
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in {"http", "https"}:
+        return "must be an http:// or https:// URL"
+    hostport = parts.netloc.rpartition("@")[2]
+    if hostport.startswith("[") and hostport.partition("]")[2][:1] not in {"", ":"}:
+        return "has text after the bracketed IPv6 address (write http://[ADDRESS]:PORT/…)"
+    try:
+        port = parts.port
+    except ValueError:
+        if not hostport.startswith("[") and hostport.count(":") > 1:
+            return "has an IPv6 address outside brackets (write http://[ADDRESS]:PORT/…)"
+        raw = hostport.rpartition("]")[2].partition(":")[2]
+        if raw.isdigit():
+            return f"has port {raw}, out of range (1 to 65535)"
+        return f"has port {raw!r}, not a number (1 to 65535)"
+    if port == 0:
+        return "has port 0, out of range (1 to 65535)"
+    if not parts.hostname:
+        return "has no host (write http://HOST:PORT/…)"
+    try:
+        parts.hostname.encode("idna")  # what the resolver does: a bad name fails there
+    except UnicodeError:
+        return f"has an invalid host name {parts.hostname!r} (an empty or overlong label)"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "must have no query (?…) or fragment (#…): a path is appended to it"
+    return None
 
 
 def check_url(url: str, key: str) -> None:
-    """A configured endpoint must be http(s): ``urlopen`` would also open ``file:`` URLs."""
-    if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
-        raise ConfigError(f"{key!r} must be an http(s) URL, got {safe_url(url)!r}", key=key)
+    """A configured endpoint must be a usable http(s) URL (``urlopen`` would also open
+    ``file:`` URLs, and a bad port or host would only fail once a request is sent)."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"setting {key!r} {problem}, got {safe_url(url)!r}", key=key)
 
 
 def api_key(variable: str, key: str, environ: Mapping[str, str]) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
+import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -137,12 +139,69 @@ def _coerce(key: str, tp: Any, value: object, origin: str) -> object:
     raise bad  # pragma: no cover - a field type this loader does not know
 
 
+#: The largest config file read: a settings file is a few KB, and a bound keeps a
+#: ``--config`` that names a huge file from filling memory.
+MAX_CONFIG_BYTES = 1 << 20
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _check_config_stat(st: os.stat_result, origin: str) -> None:
+    """Refuse what is not a regular file (a FIFO would block, a device never ends)."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise ConfigError(f"the config file is {kind}, not a regular file", origin=origin)
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"the config file is {st.st_size} bytes, more than the 1 MiB a config file may be",
+            origin=origin,
+        )
+
+
+def _is_devnull(st: os.stat_result) -> bool:
+    """Whether ``st`` is the null device, which reads as empty (never blocks nor fills)."""
+    try:
+        null = os.stat(os.devnull)
+    except OSError:  # pragma: no cover - a system without one
+        return False
+    return stat.S_ISCHR(st.st_mode) and stat.S_ISCHR(null.st_mode) and st.st_rdev == null.st_rdev
+
+
+def _read_config(path: Path) -> bytes:
+    """The bytes of a config file: a regular file of at most ``MAX_CONFIG_BYTES``.
+
+    The type is checked before opening (opening a FIFO for reading waits for a writer),
+    then again on the open descriptor (opened non-blocking, so a file swapped for a FIFO
+    in between cannot block either); the read stops one byte past the limit.
+    """
+    origin = str(path)
+    st = os.stat(path)
+    if _is_devnull(st):  # ``--config /dev/null``: the usual way to say "no settings file"
+        return b""
+    _check_config_stat(st, origin)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with open(os.open(path, flags | getattr(os, "O_CLOEXEC", 0)), "rb") as file:
+        _check_config_stat(os.fstat(file.fileno()), origin)
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:  # it grew after the check
+        raise ConfigError(
+            "the config file is more than the 1 MiB a config file may be", origin=origin
+        )
+    return data
+
+
 def read_toml(path: Path) -> dict[str, object]:
     """Flatten a TOML settings file into dotted keys, rejecting unknown ones."""
     import tomllib  # only when there is a file: `status` without one skips it
 
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(_read_config(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", origin=str(path)) from exc
     except UnicodeDecodeError as exc:
@@ -341,12 +400,83 @@ def validate(s: Settings) -> None:
             "setting 'daemon.max_delay_ms' must be at least 'daemon.debounce_ms'",
             key="daemon.max_delay_ms",
         )
+    _check_urls(s)
+    _check_extensions(s)
     m = s.summaries
-    if m.url and not m.url.startswith(("http://", "https://")):
-        raise ConfigError("setting 'summaries.url' must be an http(s) URL", key="summaries.url")
     if m.url and not m.model:
         raise ConfigError(
             "setting 'summaries.model' is needed when 'summaries.url' is set", key="summaries.model"
+        )
+
+
+#: The settings that hold an http(s) URL, checked whole at load time (scheme, host,
+#: port): what would fail only when the first request is sent fails here instead.
+URL_SETTINGS = ("embedding.remote_url", "summaries.url", "object_store.endpoint")
+
+
+def _check_urls(s: Settings) -> None:
+    urls = {key: getattr(getattr(s, key.split(".")[0]), key.split(".")[1]) for key in URL_SETTINGS}
+    if not any(urls.values()):
+        return
+    from codechunkd.httpclient import check_url, safe_url  # only when a URL is set
+
+    for key, url in urls.items():
+        if url:
+            check_url(url, key)
+    endpoint = s.object_store.endpoint
+    if "@" in endpoint.partition("://")[2].partition("/")[0]:
+        raise ConfigError(
+            "setting 'object_store.endpoint' must have no user info (USER@): the credentials "
+            "come from the variables 'object_store.access_key_env' and "
+            f"'object_store.secret_key_env' name, got {safe_url(endpoint)!r}",
+            key="object_store.endpoint",
+        )
+
+
+#: The names the chunker gives files it has no grammar for (chunked as text, but a search
+#: can filter on them), from ``codechunkd.chunking.languages``, which this layer may not
+#: import: tests/config checks that the names it detects are all accepted here.
+GRAMMARLESS_LANGUAGES = frozenset(
+    {"text", "awk", "batch", "diff", "jinja2", "lean", "mojo", "pug", "rescript"}
+)
+
+
+def language_names() -> frozenset[str]:
+    """The language names ``chunking.extensions`` may map to: those of the grammars
+    tree-sitter-language-pack bundles, and the grammar-less ones above."""
+    import tree_sitter_language_pack as pack
+
+    return GRAMMARLESS_LANGUAGES.union(typing.get_args(getattr(pack, "SupportedLanguage", ())))
+
+
+def is_language(name: str) -> bool:
+    """Whether the chunker knows ``name`` (a grammar the pack bundles, or a grammar-less name)."""
+    if name in language_names():
+        return True
+    if not name.isidentifier():  # the pack imports a module of this name
+        return False
+    import tree_sitter_language_pack as pack
+
+    try:  # a pack whose names are not listed in SupportedLanguage
+        pack.get_language(name)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - the pack raises LookupError/ValueError/OSError by version
+        return False
+    return True
+
+
+def _check_extensions(s: Settings) -> None:
+    """Every ``chunking.extensions`` value must be a language: a typo would chunk as text."""
+    for name, language in s.chunking.extensions.items():
+        if is_language(language):
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(language, sorted(language_names()), n=3)
+        guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(
+            f"setting 'chunking.extensions' maps {name!r} to unknown language {language!r}"
+            f"{guess} (a tree-sitter-language-pack name such as 'python', or 'text')",
+            key="chunking.extensions",
         )
 
 

@@ -90,7 +90,9 @@ class IndexSettings:
 class ObjectStoreSettings:
     endpoint: str = ""
     """An ``s3://`` index: URL of the S3 API to use instead of AWS, e.g.
-    ``http://127.0.0.1:8333`` (MinIO, SeaweedFS, Ceph); empty means AWS itself."""
+    ``http://127.0.0.1:8333`` (MinIO, SeaweedFS, Ceph); empty means AWS itself. Checked at
+    start-up: ``http://`` or ``https://``, a host, a port (if any) from 1 to 65535, and no
+    user info, query or fragment."""
     region: str = ""
     """An ``s3://`` index: the bucket's region; empty means ``us-east-1`` (or what the
     environment's ``AWS_REGION`` says)."""
@@ -162,7 +164,9 @@ class EmbeddingSettings:
     fidelity; its vectors get another model id, so they never mix with fp32 ones)."""
     remote_url: str = ""
     """``remote`` backend: base URL of an OpenAI-compatible server, e.g.
-    ``http://127.0.0.1:8080/v1`` (``/embeddings`` is appended)."""
+    ``http://127.0.0.1:8080/v1`` (``/embeddings`` is appended). Checked at start-up:
+    ``http://`` or ``https://``, a host, a port (if any) from 1 to 65535, and no query or
+    fragment."""
     remote_model: str = ""
     """``remote`` backend: the model name sent to the server; part of the vectors' model id."""
     remote_dimension: int = 0
@@ -191,7 +195,10 @@ class ChunkingSettings:
     merge_siblings: bool = False
     """Merge small sibling definitions into one chunk up to the budget (cAST style)."""
     extensions: dict[str, str] = field(default_factory=dict)
-    """Extra file-name mappings, e.g. ``{".tpl" = "html", "Jenkinsfile" = "groovy"}``."""
+    """Extra file-name mappings, e.g. ``{".tpl" = "html", "Jenkinsfile" = "groovy"}``. Each
+    value must be a language the chunker knows: a grammar name of tree-sitter-language-pack
+    (``python``, ``tsx``, ``csharp``, …) or ``text``; any other is an error (with the
+    nearest names)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,7 +262,8 @@ class SummarySettings:
     url: str = ""
     """Base URL of an OpenAI-compatible chat-completions server, e.g.
     ``http://127.0.0.1:11434/v1`` (``/chat/completions`` is appended); empty means LLM
-    summaries are off and every summary is extractive."""
+    summaries are off and every summary is extractive. Checked at start-up: ``http://`` or
+    ``https://``, a host, a port (if any) from 1 to 65535, and no query or fragment."""
     model: str = ""
     """The model name sent to the server; with the prompt version, part of every summary's key."""
     api_key_env: str = ""
