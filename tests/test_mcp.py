@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -30,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from codechunkd.config.settings import Settings
-from tests.conftest import Deadline, Indexer, Repo, wait_for
+from tests.conftest import Deadline, Indexer, Repo, scaled, wait_for
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
 GEO = '''"""Geometry helpers."""
@@ -456,15 +457,57 @@ def test_http_needs_the_bearer_token(indexed: Repo, index_dir: Path, tmp_path: P
     )
     assert done.returncode != 0
     assert "refusing the MCP token file" in done.stderr and "0640" in done.stderr, done.stderr
+    for make in (os.mkfifo, os.mkdir):
+        # a FIFO held the start for good, a directory gave "unexpected: Is a directory"
+        if token_file.is_dir():
+            token_file.rmdir()
+        else:
+            token_file.unlink(missing_ok=True)
+        make(token_file, 0o600)
+        done = subprocess.run(
+            [EXE, "mcp", "--http", "--port", "0", "--index-dir", str(index_dir)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=scaled(120),  # a hang detector: the start reads nothing that blocks
+            check=False,
+        )
+        assert done.returncode != 0 and "it is not a regular file" in done.stderr, done.stderr
 
 
 def test_http_closes_silent_and_half_sent_connections(
     indexed: Repo, index_dir: Path, tmp_path: Path
 ) -> None:
     """A connection that sends nothing, one that stops in the middle of its headers, and one
-    left idle after an answer are each closed by the server within a bounded time."""
+    left idle after an answer are each closed by the server within a bounded time; so is one
+    without the token that keeps trickling a body after its 401 (each byte once restarted
+    uvicorn's idle timer, so another user could hold connections open for ever)."""
     with http_server(index_dir, tmp_path / "http.log") as (url, token):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
+        trickle = socket.create_connection(("127.0.0.1", port))
+        trickle.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n" % port
+        )
+        trickle.settimeout(0.5)
+        answer, deadline = b"", time.monotonic() + scaled(120)  # a hang detector
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    chunk = trickle.recv(4096)
+                except TimeoutError:
+                    trickle.sendall(b" ")  # one more byte of the body
+                    continue
+                if not chunk:
+                    break  # closed by the server
+                answer += chunk
+            else:
+                pytest.fail("a connection trickling a body after its 401 was never closed")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed by the server while a byte was on its way
+        finally:
+            trickle.close()
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:40]
         silent, partial, idle = (socket.create_connection(("127.0.0.1", port)) for _ in "abc")
         try:
             partial.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")

@@ -44,15 +44,15 @@ def token_path() -> Path:
 
 def _read_token(path: Path) -> str:
     """The token in ``path``, which must be a regular file of ours that only we can read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # non-blocking: a FIFO in its place must not hold the start
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise CodechunkdError(
             f"cannot read the MCP token file {path}: {exc.strerror} "
             "(delete it and a new token is made)"
         ) from exc
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             problem = "is not a regular file"
         elif info.st_uid != os.geteuid():
@@ -66,7 +66,9 @@ def _read_token(path: Path) -> str:
             problem = ""
         if problem:
             raise CodechunkdError(f"refusing the MCP token file {path}: it {problem}")
-        token = f.read(1024).decode("ascii", "replace").strip()
+        token = os.read(fd, 1024).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
     if not re.fullmatch(r"[A-Za-z0-9_-]{32,}", token):
         raise CodechunkdError(
             f"the MCP token file {path} holds no token (delete it and a new one is made)"
@@ -130,6 +132,8 @@ class BearerToken:
                     (b"content-type", b"text/plain; charset=utf-8"),
                     (b"content-length", str(len(body)).encode()),
                     (b"www-authenticate", b'Bearer realm="codechunkd"'),
+                    # closed once answered: a body still trickling in holds nothing
+                    (b"connection", b"close"),
                 ],
             }
         )
