@@ -1,0 +1,161 @@
+"""Deep nesting stays linear: in memory (each nested definition's scope is bounded, and a
+signature is at most ``MAX_SIGNATURE`` bytes) and in time (a span's size is read from running
+counts, not by reading the span again; the node before a body is found among its siblings).
+
+The hang detectors run in a fresh interpreter with deadlines far above the need, and the
+memory bounds are far above what the linear walk takes and far below what the quadratic
+one took: not speed targets (speed lives in the benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tests.conftest import finishes_within
+
+from codechunkd.chunking._chunk_code import _MAX_SCOPE, Anchor, CodeSplitter
+from codechunkd.chunking.chunker import Chunk, chunk
+from codechunkd.chunking.languages import get_parser
+from codechunkd.chunking.rules import rules_for
+from codechunkd.config.settings import ChunkingSettings
+
+Checker = Any
+
+
+def _no_tokens(texts: Sequence[str]) -> list[int]:
+    return [0] * len(texts)
+
+
+def _defs(chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+    return [(c.kind, c.symbol) for c in chunks if c.kind in ("function", "method", "class")]
+
+
+def test_a_nested_definition_keeps_a_bounded_scope() -> None:
+    """3,000 nested functions: each piece (and each split definition's anchor) keeps the
+    innermost _MAX_SCOPE enclosing definitions, not the whole chain (which made memory and
+    time grow with the square of the depth)."""
+    n = 3000
+    src = b"function f(){" * n + b"}" * n
+    tree = get_parser("javascript").parse(src)
+    pieces = CodeSplitter(src, rules_for("javascript"), 40, merge_siblings=False).split_tree(
+        tree.root_node
+    )
+    assert len(pieces) >= n - 10
+    assert max(len(p.scope) for p in pieces) == _MAX_SCOPE
+    anchors = {id(p.parent): p.parent for p in pieces if isinstance(p.parent, Anchor)}
+    assert len(anchors) >= n - 10
+    assert max(len(a.scope) for a in anchors.values()) == _MAX_SCOPE
+    # the symbols are as before: the innermost _MAX_SCOPE enclosing names and its own
+    assert {p.symbol for p in pieces} == {".".join("f" * k) for k in range(1, _MAX_SCOPE + 2)}
+
+
+def test_deeply_nested_functions_take_linear_memory() -> None:
+    """20,000 nested JavaScript functions (280 KB): the splitter once took 1.9 GiB (the
+    scopes, 200 million entries in all); a few tens of MiB now, so 400 MiB is a wide
+    bound.  The walk alone is measured (the grammar's tree is the same either way)."""
+    code = (
+        "import resource\n"
+        "from codechunkd.chunking._chunk_code import CodeSplitter\n"
+        "from codechunkd.chunking.languages import get_parser\n"
+        "from codechunkd.chunking.rules import rules_for\n"
+        "n = 20_000\n"
+        "src = b'function f(){' * n + b'}' * n\n"
+        "tree = get_parser('javascript').parse(src)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "splitter = CodeSplitter(src, rules_for('javascript'), 1500, merge_siblings=False)\n"
+        "pieces = splitter.split_tree(tree.root_node)\n"
+        "assert len(pieces) > n - 200, len(pieces)\n"
+        "grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024\n"
+        "assert grown < 400, f'the walk took {grown:.0f} MiB more'\n"
+    )
+    finishes_within(code, 120, "splitting 20,000 nested functions")
+
+
+def test_deep_brackets_and_long_chains_chunk_in_linear_time() -> None:
+    """300,000 nested brackets (600 KB) took over a minute, a 600 KB chain of ``+`` 56 s
+    (each nested node's whole span was measured again; 450,000 brackets, 161 s); a few
+    seconds in all now.  The deadline is a hang detector."""
+    code = (
+        "from codechunkd.chunking.chunker import chunk\n"
+        "def none(texts):\n"
+        "    return [0] * len(texts)\n"
+        "def nws(text):\n"
+        "    return ''.join(text.split())\n"
+        "n = 300_000\n"
+        "src = b'x = ' + b'[' * n + b']' * n\n"
+        "chunks = chunk('deep.py', src, count_tokens=none)\n"
+        "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
+        "src = b'x = ' + b'+'.join([b'\"a\"'] * 150_000)\n"
+        "chunks = chunk('chain.py', src, count_tokens=none)\n"
+        "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
+    )
+    finishes_within(code, 60, "chunking 600 KB of nested brackets and a 600 KB chain")
+
+
+def test_deep_one_line_nests_keep_short_signatures_in_linear_time() -> None:
+    """A minified JSON nested 20,000 deep (120 KB): each key's signature was the rest of the
+    file (1.2 GiB in all; a 280 KB one took 5.4 GiB), now at most ``MAX_SIGNATURE`` bytes;
+    and 60,000 nested JavaScript functions, whose signatures each walked the tree from its
+    root to find the node before the body (the chunking grew with the square of the depth).
+    A whole ``chunk`` call, in a fresh interpreter; 600 MiB is a wide memory bound, and the
+    deadline a hang detector."""
+    code = (
+        "import resource\n"
+        "from codechunkd.chunking.chunker import chunk\n"
+        "from codechunkd.chunking.signatures import MAX_SIGNATURE\n"
+        "def none(texts):\n"
+        "    return [0] * len(texts)\n"
+        "n = 20_000\n"
+        "chunks = chunk('deep.json', b'{\"k\":' * n + b'1' + b'}' * n, count_tokens=none)\n"
+        "assert len(chunks) > n - 500, len(chunks)\n"
+        "assert max(len(c.signature) for c in chunks) <= MAX_SIGNATURE + 4\n"
+        "mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "assert mib < 600, f'chunking took {mib:.0f} MiB'\n"
+        "n = 60_000\n"
+        "chunks = chunk('deep.js', b'function f(){' * n + b'}' * n, count_tokens=none)\n"
+        "assert {c.signature for c in chunks if c.kind == 'function'} == {'function f()'}\n"
+    )
+    finishes_within(code, 120, "chunking a deep minified JSON and 60,000 nested functions")
+
+
+def test_moderately_nested_code_is_chunked_exactly(check: Checker) -> None:
+    """Twelve levels of classes and methods, split at a small budget: every byte covered
+    once, each definition named by its innermost nine names (a method still a method when
+    its class is the ninth enclosing definition), headers naming four enclosing ones."""
+    depth = 12
+    names = [f"K{i}" if i % 2 == 0 else f"m{i}" for i in range(depth)]
+    parts = []
+    for i, name in enumerate(names):
+        if i % 2 == 0:
+            parts.append(f"class {name} {{\n  static s{i} = {i};\n")
+        else:
+            parts.append(f"  {name}(a) {{\n    let v{i} = a + {i};\n")
+    src = ("".join(parts) + "}\n" * depth).encode()
+    chunks = chunk("nest.js", src, ChunkingSettings(budget=40), count_tokens=_no_tokens)
+    check(src, chunks, 40)
+    expected = [
+        ("class" if i % 2 == 0 else "method", ".".join(names[max(0, i - _MAX_SCOPE) : i + 1]))
+        for i in range(depth)
+    ]
+    assert sorted(set(_defs(chunks))) == sorted(expected)
+    inner = next(c for c in chunks if c.symbol.endswith(f".{names[-1]}") and not c.synthetic)
+    assert inner.embed_text.startswith(
+        "method m11 in class K10 in method m9 in class K8 in method m7 in file nest.js"
+    )
+
+
+def test_deep_brackets_and_chains_cover_every_byte(check: Checker) -> None:
+    """Nested brackets, a long ``+`` chain and nested functions, chunked at two budgets:
+    each leaf an exact span, every byte covered once (sizes read from the running counts
+    add up as the spans' own do)."""
+    sources = {
+        "deep.py": b"x = " + b"[" * 5000 + b"1, 2" + b"]" * 5000 + b"\n",
+        "chain.py": b"x = " + b" + ".join([b'"a b"'] * 5000) + b"\n",
+        "deep.js": b"function f(a) { let b = a;\n" * 600 + b"}\n" * 600,
+        "data.json": b'{"key": [' * 1500 + b"1" + b"]}" * 1500,
+    }
+    for budget in (60, 1500):
+        for path, src in sources.items():
+            chunks = chunk(path, src, ChunkingSettings(budget=budget), count_tokens=_no_tokens)
+            check(src, chunks, budget)
