@@ -299,6 +299,13 @@ def _span(node: Node, source: bytes) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
+MAX_DEPTH = 1000
+"""No reference is looked for deeper than this in the syntax tree: the query's time grows
+with the square of the nesting (50,000 nested calls, a 100 KB file, took 93 s), and the
+deepest tree of 1,400 real files (the standard library, Go, TypeScript, minified
+JavaScript) is 50 deep."""
+
+
 def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     """The refs of one parsed file, in file order (one per name node)."""
     if language not in QUERIES:
@@ -306,7 +313,9 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     query, kinds = _query(language)
     found: dict[int, Ref] = {}
     imports: list[Ref] = []
-    for index, caps in QueryCursor(query).matches(tree.root_node):
+    cursor = QueryCursor(query)
+    cursor.set_max_start_depth(MAX_DEPTH)
+    for index, caps in cursor.matches(tree.root_node):
         kind = kinds[index]
         if kind == "import":
             for node in caps.get("import", ()):
