@@ -52,7 +52,8 @@ def test_idle_model_is_unloaded_and_reloaded_on_demand(embedder: Any) -> None:
 
 @pytest.mark.slow
 def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Path) -> None:
-    """Start, follow an edit, SIGHUP picks up a new source, SIGTERM returns 0 and unlocks."""
+    """Start, follow an edit, SIGHUP picks up a new source (and, with ``sources.json``
+    damaged, keeps the sources it serves and goes on), SIGTERM returns 0 and unlocks."""
     repo.write("app.py", "def serve_forever():\n    return 'first'\n")
     repo.commit("init")
     other = Repo(tmp_path / "other")
@@ -97,13 +98,35 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
                 ),
                 "both fresh",
             )
+            (service.paths.meta / "sources.json").write_text('{"sources": [')  # cut short
+            os.kill(os.getpid(), signal.SIGHUP)  # the reload keeps the sources it serves
+            wait_for(lambda: "sources_list_damaged" in events_seen(), "the damage logged")
+            assert len(request(sock, {"cmd": "status"}, timeout=scaled(30))["sources"]) == 2
+            repo.write("app.py", "def serve_forever():\n    return 'third_heron'\n")
+            wait_for(  # and the writer goes on
+                lambda: any(
+                    "third_heron" in h["content"]
+                    for h in request(
+                        sock,
+                        {"cmd": "search", "query": "serve forever", "k": 20},
+                        timeout=scaled(30),
+                    )["hits"]
+                ),
+                "an edit after the damage searchable",
+            )
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
         finally:
             os.kill(os.getpid(), signal.SIGTERM)
 
+    captured: list[list[Any]] = []
+
+    def events_seen() -> list[str]:
+        return [e["event"] for e in list(captured[0])]
+
     driver = threading.Thread(target=drive)
     with capture_logs() as logs:
+        captured.append(logs)
         driver.start()
         code = service.run()
         driver.join(timeout=scaled(30))

@@ -128,19 +128,36 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
 
 
 def _refuse_a_writer(paths: Any) -> None:
-    """``IndexLocked`` (exit 5) when another writer (the daemon) holds the index, naming it."""
+    """``IndexLocked`` (exit 5) when another writer holds the index, naming it: the daemon
+    keeps its sources fresh by itself (stop it to index by hand); any other writer (another
+    ``codechunkd index``, ``summarize``) is waited for."""
+    from codechunkd.display import printable
     from codechunkd.errors import IndexLocked
-    from codechunkd.storage.lease import writer_lock
+    from codechunkd.storage.lease import LeaseHeld, writer_lock
+    from codechunkd.storage.lock import read_holder
 
     try:
         with writer_lock(paths, what="codechunkd index"):
             pass
     except IndexLocked as exc:
-        exc.args = (
-            f"{exc}: a running `codechunkd run` keeps its sources fresh by itself "
-            "(`codechunkd status` shows them; `codechunkd add PATH` adds one); "
-            "stop it to run `codechunkd index`",
-        )
+        what: str | None = None
+        if isinstance(exc, LeaseHeld):  # s3://: the lease names its holder (and the message)
+            what = exc.holder.what if exc.holder else None
+        elif exc.pid is not None:  # a directory: the lock file that named the pid says what
+            for lock in (paths.runtime_lock, paths.lock):
+                found = read_holder(lock)
+                if found is not None and found[0] == exc.pid:
+                    what = found[1]
+                    break
+        if what == "codechunkd run":
+            exc.args = (
+                f"{exc}: a running `codechunkd run` keeps its sources fresh by itself "
+                "(`codechunkd status` shows them; `codechunkd add PATH` adds one); "
+                "stop it to run `codechunkd index`",
+            )
+        elif what:
+            named = "" if isinstance(exc, LeaseHeld) else f" (`{printable(what)}`)"
+            exc.args = (f"{exc}{named}; wait for it to finish, then run `codechunkd index` again",)
         raise
 
 
@@ -160,7 +177,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
     git = common.git_source(args.path, args.ref)
     paths = IndexPaths.of(settings)
-    _refuse_a_writer(paths)  # exit 5 while the daemon runs, fresh or not; makes nothing then
+    _refuse_a_writer(paths)  # exit 5 while another writer (the daemon) runs; makes nothing then
     paths.make_local()  # a file where the index should be is said as such, not as damage
     if not args.rebuild:
         common.refuse_damaged(paths)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from codechunkd import atomicfile, logs
-from codechunkd.errors import ConfigError
+from codechunkd.errors import ConfigError, StoreError
 from codechunkd.storage.layout import IndexPaths, private_dir, trust_problem
 from codechunkd.storage.lock import live_holder
 
@@ -72,21 +72,61 @@ class SourceSpec:
 
 
 def read_sources(path: Path) -> list[SourceSpec]:
+    """The sources listed in ``sources.json``: none when it is absent.
+
+    A file that cannot be read, or is not the list ``write_sources`` writes (cut short,
+    edited by hand, a folder in its place), raises ``ConfigError`` naming it: read as
+    empty, it would start a daemon without its sources and the next ``add`` would write
+    a list without them.  Nothing moves it aside (unlike ``state.json``, it is no copy of
+    anything): the user fixes or removes it.
+    """
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        raise _damaged(path, f"cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # not UTF-8
+        raise _damaged(path, f"is damaged: not text ({exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise _damaged(path, f"is damaged: not valid JSON, cut short? ({exc})") from None
+    items = doc.get("sources") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise _damaged(path, 'is damaged: not a list of sources (no "sources" list)')
     out = []
-    for item in doc.get("sources", []) if isinstance(doc, dict) else []:
-        if isinstance(item, dict) and isinstance(item.get("path"), str):
-            out.append(SourceSpec(path=item["path"], ref=item.get("ref") or None))
+    for n, item in enumerate(items, 1):
+        ref = item.get("ref") if isinstance(item, dict) else None
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("path"), str)
+            or not (ref is None or isinstance(ref, str))
+        ):
+            raise _damaged(
+                path, f'is damaged: source {n} is not {{"path": "...", "ref": "..." or null}}'
+            )
+        out.append(SourceSpec(path=item["path"], ref=ref or None))
     return out
 
 
+def _damaged(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"the list of sources {path} {reason}; nothing was changed: fix it, "
+        "or remove it and `codechunkd add` each source again"
+    )
+
+
 def write_sources(path: Path, specs: Iterable[SourceSpec]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace ``sources.json`` whole (``atomicfile``: synced to disk before it is renamed)."""
     doc = {"sources": [{"path": s.path, "ref": s.ref} for s in specs]}
-    atomicfile.write_text(path, json.dumps(doc, indent=1) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomicfile.write_text(path, json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write the list of sources {path}: {exc.strerror or exc}"
+        ) from None
 
 
 def merge_sources(*lists: Iterable[SourceSpec]) -> list[SourceSpec]:

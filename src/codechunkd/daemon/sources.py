@@ -107,7 +107,11 @@ def apply_reload(service: Daemon) -> None:
         service.upkeep.reschedule("reconcile", d.reconcile_interval_s)
         service.upkeep.reschedule("degraded_reconcile", d.degraded_reconcile_s)
         service.upkeep.reschedule("compact", d.compact_interval_s)
-    wanted = specs(service)
+    try:
+        wanted = specs(service)
+    except ConfigError as exc:  # sources.json damaged by hand: keep serving what is served
+        log.error("sources_list_damaged", error=str(exc))
+        return
     have = {rt.spec: sid for sid, rt in service.sources.items()}
     for spec, sid in have.items():
         if spec not in wanted:

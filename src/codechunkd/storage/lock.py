@@ -56,15 +56,30 @@ def _open_lock(path: Path) -> int:
     return fd
 
 
+_MAX_PID = 2**31 - 1
+"""No process has a larger pid (``pid_t`` is 32 bits); ``os.kill`` overflows beyond it."""
+
+
 def read_holder(path: Path) -> tuple[int, str] | None:
-    """(pid, command) written in a lock file by its holder, if any (held or not)."""
+    """(pid, command) written in a lock file by its holder, if any (held or not).
+
+    None when no holder can be known from it: no file, one that cannot be read (a folder
+    in its place), or one that names no process (empty, a pid that no process can have).
+    Readers go on without a holder; a writer's ``_open_lock`` refuses such a path itself.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        pid, _, what = (f.read(256) or b"").decode("ascii", "replace").strip().partition(" ")
-    return (int(pid), what) if pid.isdigit() else None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(256)
+    except OSError:  # a folder (EISDIR), a device that refuses to be read
+        return None
+    pid, _, what = head.decode("ascii", "replace").strip().partition(" ")
+    if not pid.isdigit() or not 0 < int(pid) <= _MAX_PID:
+        return None
+    return int(pid), what
 
 
 def live_holder(path: Path) -> tuple[int, str] | None:
@@ -78,6 +93,8 @@ def live_holder(path: Path) -> tuple[int, str] | None:
         return None
     except PermissionError:
         pass  # alive, another user's (a pid reused): still alive
+    except OSError:  # no process can have that pid
+        return None
     return found
 
 
@@ -161,10 +178,10 @@ class WriterLock:
             except BaseException:
                 self.release()
                 raise
-            if not locked:
-                pid = self.holder()
+            if not locked:  # named by the file refused (the outer one may be ours by now)
+                found = read_holder(f.path)
                 self.release()
-                raise IndexLocked(self.index, pid)
+                raise IndexLocked(self.index, found[0] if found else None)
 
     def problem(self) -> str | None:
         """Why this holder must not write any more (its ``writer.lock`` is gone), or None."""
