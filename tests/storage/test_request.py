@@ -96,6 +96,11 @@ def test_modes_are_the_storage_modes() -> None:
         ({"query": "q", "repo": "relative/dir"}, "repo must be an absolute path"),
         ({"query": "q", "path": ["*.py"]}, "path must be a non-empty string"),
         ({"query": "q", "context": "yes"}, "context must be true or false"),
+        # a shell argument that is not UTF-8 (`search $'a\\xffb'`): a traceback from the
+        # model's tokenizer, or the filter's encoding error, before
+        ({"query": "a\udcffb"}, "the query is not Unicode text: it holds a byte that is not"),
+        ({"query": "q", "path": "src/\udcff*"}, "path is not Unicode text"),
+        ({"query": "q", "repo": "/r\udcfe"}, "repo is not Unicode text"),
     ],
 )
 def test_bad_values_are_one_clear_error(doc: dict[str, Any], message: str) -> None:

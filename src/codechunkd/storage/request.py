@@ -31,6 +31,7 @@ talk to the daemon use it too.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,11 @@ KEYS = frozenset({"query", "k", "mode", *FILTER_KEYS, *FLAG_KEYS})
 ALIASES = {"lang": "language"}
 IGNORED = frozenset({"cmd"})
 """The control socket's envelope: part of the document, not of the request."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""What Python makes of a byte that is not UTF-8 in an argument (``surrogateescape``): no
+model, full-text index or filter can take it."""
 
 
 def shown(value: Any) -> str:
@@ -115,6 +121,15 @@ class SearchRequest:
             raise ConfigError(f"the query must be a string, got {shown(self.query)}", key="query")
         if not self.query.strip():
             raise ConfigError("the search query is empty", key="query")
+        for key in ("query", *FILTER_KEYS):
+            value = getattr(self, key)
+            if isinstance(value, str) and _SURROGATE.search(value):
+                what = "the query" if key == "query" else key
+                raise ConfigError(
+                    f"{what} is not Unicode text: it holds a byte that is not UTF-8 (a shell "
+                    "argument in another encoding?) or a lone surrogate",
+                    key=key,
+                )
         if isinstance(self.k, bool) or not isinstance(self.k, int):
             raise ConfigError(f"k must be an integer, got {shown(self.k)}", key="k")
         if not 1 <= self.k <= MAX_K:
