@@ -40,6 +40,7 @@ log = logs.get_logger("codechunkd.watcher")
 MASK = Mask(
     IN.IN_CLOSE_WRITE
     | IN.IN_MODIFY
+    | IN.IN_ATTRIB  # a file made readable again (chmod) is read at once, not at a reconcile
     | IN.IN_CREATE
     | IN.IN_DELETE
     | IN.IN_MOVED_FROM
