@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 from tests.conftest import Indexer, Repo, scaled, unprivileged
 
 from codechunkd.config import Settings, load_settings
@@ -284,6 +285,31 @@ def test_unreadable_directories_and_files_are_reported_by_every_run(
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["skipped"] == {"unreadable": 3}, done.stdout
     assert '"path": "private/"' in first.stderr
+
+
+def test_a_directory_past_path_max_is_a_counted_skip(repo: Repo, indexer: Indexer) -> None:
+    """Twenty nested directories of 250-character names (a path past PATH_MAX, made one
+    step at a time): what lies inside cannot be reached, and it is counted and reported as
+    `path_too_long` (it was taken for absent and passed over in silence)."""
+    repo.write("good.py", "def good():\n    return 1\n")
+    repo.commit()
+    fd = os.open(repo.path, os.O_RDONLY)
+    for i in range(20):
+        name = f"{i:02d}" + "d" * 248
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    out = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(out, b"def deep():\n    return 2\n")
+    os.close(out)
+    os.close(fd)
+    with capture_logs() as logs:
+        report = indexer.sync(repo.path)
+    assert report.skipped == {"path_too_long": 1}, report.skipped
+    assert set(indexer.store.manifest(GitSource(repo.path).source.id)) == {"good.py"}
+    refused = [e for e in logs if e["event"] == "file_refused"]
+    assert len(refused) == 1 and "PATH_MAX" in refused[0]["reason"]
 
 
 def test_refused_paths_follow_the_include_and_exclude_globs() -> None:

@@ -26,6 +26,7 @@ and nested repositories pruned, no symlink followed) finds them.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -61,10 +62,12 @@ UNREADABLE: BlobId = "0" * 40
 NAME_NOT_UTF8 = "name_not_utf8"
 NOT_A_FILE = "not_a_file"
 REFUSED_UNREADABLE = "unreadable"
+PATH_TOO_LONG = "path_too_long"
 REFUSALS = {
     NAME_NOT_UTF8: "file name is not valid UTF-8",
     NOT_A_FILE: "not a regular file (a FIFO, socket or device)",
     REFUSED_UNREADABLE: "directory cannot be read",
+    PATH_TOO_LONG: "directory whose path is longer than the system allows (PATH_MAX)",
 }
 
 
@@ -392,7 +395,9 @@ class GitSource:
             try:
                 entries = os.scandir(os.path.join(root, prefix) if prefix else root)
             except OSError as exc:
-                if prefix and not worktree.is_absent(exc):
+                if prefix and exc.errno == errno.ENAMETOOLONG:  # there, but out of reach
+                    refused[prefix] = PATH_TOO_LONG
+                elif prefix and not worktree.is_absent(exc):
                     refused[prefix] = REFUSED_UNREADABLE
                 continue
             with entries:
