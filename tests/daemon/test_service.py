@@ -73,18 +73,14 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
         try:
             wait_for(service.ready.is_set, "ready")
             sock = service.paths.socket
+
+            def searchable(word: str) -> bool:
+                query = {"cmd": "search", "query": "serve forever", "k": 20}
+                hits = request(sock, query, timeout=scaled(30))["hits"]
+                return any(word in h["content"] for h in hits)
+
             repo.write("app.py", "def serve_forever():\n    return 'second_gecko'\n")
-            wait_for(
-                lambda: any(
-                    "second_gecko" in h["content"]
-                    for h in request(
-                        sock,
-                        {"cmd": "search", "query": "serve forever", "k": 20},
-                        timeout=scaled(30),
-                    )["hits"]
-                ),
-                "the edit searchable",
-            )
+            wait_for(lambda: searchable("second_gecko"), "the edit searchable")
             write_sources(service.paths.meta / "sources.json", [SourceSpec.parse(str(other.path))])
             os.kill(os.getpid(), signal.SIGHUP)
             wait_for(
@@ -103,17 +99,7 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
             wait_for(lambda: "sources_list_damaged" in events_seen(), "the damage logged")
             assert len(request(sock, {"cmd": "status"}, timeout=scaled(30))["sources"]) == 2
             repo.write("app.py", "def serve_forever():\n    return 'third_heron'\n")
-            wait_for(  # and the writer goes on
-                lambda: any(
-                    "third_heron" in h["content"]
-                    for h in request(
-                        sock,
-                        {"cmd": "search", "query": "serve forever", "k": 20},
-                        timeout=scaled(30),
-                    )["hits"]
-                ),
-                "an edit after the damage searchable",
-            )
+            wait_for(lambda: searchable("third_heron"), "an edit after the damage searchable")
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
         finally:
