@@ -314,13 +314,9 @@ class GitSource:
             return FileVersion(path=path, blob=None, refused=refused)
         try:
             st = worktree.lstat(root, path)
-            if stat.S_ISLNK(st.st_mode):
-                blob = str(pygit2.hash(os.fsencode(worktree.readlink(root, path))))
-                entry = Entry.SYMLINK
-            elif stat.S_ISREG(st.st_mode):
-                with worktree.open_file(root, path) as (fd, opened):
-                    blob = worktree.hash_fd(fd, opened.st_size)
-                entry = Entry.FILE
+            if stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode):
+                blob = worktree.blob_of(root, path, st)
+                entry = Entry.SYMLINK if stat.S_ISLNK(st.st_mode) else Entry.FILE
             else:  # a directory (submodule checkout, or file -> directory), a FIFO, a socket
                 head = self._tree_version(head_tree, path)
                 if stat.S_ISDIR(st.st_mode):

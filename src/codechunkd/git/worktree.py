@@ -122,12 +122,12 @@ def hash_fd(fd: int, size: int) -> str:
     return h.hexdigest()
 
 
-def blob_of(root: str, path: str) -> str:
+def blob_of(root: str, path: str, st: os.stat_result | None = None) -> str:
     """git's blob id of a file or symlink of the tree as it is now (a symlink: its target's
     text, never what it points to), reached and read as above: never outside the tree,
     never blocking.  Anything else raises ``OSError`` (``ENOENT`` for a FIFO, a socket, a
-    directory)."""
-    st = lstat(root, path)
+    directory).  ``st``: the path's ``lstat``, when the caller has it."""
+    st = st if st is not None else lstat(root, path)
     if stat.S_ISLNK(st.st_mode):
         target = os.fsencode(readlink(root, path))
         head = f"blob {len(target)}\0".encode()

@@ -31,7 +31,6 @@ talk to the daemon use it too.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,11 +60,6 @@ IGNORED = frozenset({"cmd"})
 """The control socket's envelope: part of the document, not of the request."""
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""What Python makes of a byte that is not UTF-8 in an argument (``surrogateescape``): no
-model, full-text index or filter can take it."""
-
-
 def shown(value: Any) -> str:
     """``repr(value)``, cut to :data:`SHOWN_CHARS` characters: what an error may repeat."""
     if isinstance(value, str) and len(value) > SHOWN_CHARS:
@@ -78,6 +72,14 @@ def shown(value: Any) -> str:
     except ValueError:  # an int past Python's 4,300-digit limit for str()
         return "a number too large to show"
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_length(key: str, value: Any, limit: int) -> None:
@@ -121,9 +123,9 @@ class SearchRequest:
             raise ConfigError(f"the query must be a string, got {shown(self.query)}", key="query")
         if not self.query.strip():
             raise ConfigError("the search query is empty", key="query")
-        for key in ("query", *FILTER_KEYS):
-            value = getattr(self, key)
-            if isinstance(value, str) and _SURROGATE.search(value):
+        for key in ("query", *FILTER_KEYS):  # a byte that is not UTF-8 (surrogateescape):
+            value = getattr(self, key)  # no model, full-text index or filter can take it
+            if isinstance(value, str) and not _is_text(value):
                 what = "the query" if key == "query" else key
                 raise ConfigError(
                     f"{what} is not Unicode text: it holds a byte that is not UTF-8 (a shell "

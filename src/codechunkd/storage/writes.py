@@ -152,12 +152,14 @@ class Writes(Reads):
             raise translate(exc, f"writing the state of {src.repo}") from exc
         self.write_state_file()
 
-    def write_state_file(self) -> None:
-        """Mirror ``repos`` into ``state.json`` (atomically) for the fast ``status`` path."""
+    def write_state_file(self, *, without: SourceId | None = None) -> None:
+        """Mirror ``repos`` into ``state.json`` (atomically) for the fast ``status`` path;
+        ``without`` one source, whose rows are about to go (``remove_source``)."""
         if self.state_file is None:
             return
+        states = [s for s in self.states() if s.source.id != without]
         crashpoint("state_file.before")
-        write_state_file(self.state_file, self.uri, self.states(), schema_version=S.SCHEMA_VERSION)
+        write_state_file(self.state_file, self.uri, states, schema_version=S.SCHEMA_VERSION)
         crashpoint("state_file.after")
 
     @translating("removing a source")
@@ -167,9 +169,7 @@ class Writes(Reads):
         part-way leaves a source with no state and no manifest, which the next run indexes
         again; never a state or manifest that says a file is indexed over rows already gone
         (a plain ``index`` trusts ``state.json``, a sync the manifest)."""
-        if self.state_file is not None:
-            kept = [s for s in self.states() if s.source.id != source]
-            write_state_file(self.state_file, self.uri, kept, schema_version=S.SCHEMA_VERSION)
+        self.write_state_file(without=source)
         where = f"source = {quote(source)}"
         for name in (S.REPOS, S.FILES, S.REFERENCES, S.CHUNKS):
             if name in self.table_names():
