@@ -312,6 +312,41 @@ def test_a_directory_past_path_max_is_a_counted_skip(repo: Repo, indexer: Indexe
     assert len(refused) == 1 and "PATH_MAX" in refused[0]["reason"]
 
 
+def test_a_tree_nested_past_the_depth_limit_is_a_counted_skip(
+    repo: Repo, indexer: Indexer
+) -> None:
+    """Untracked directories nested 400 deep, a file at every level: the ones past
+    `MAX_DEPTH` are one `too_deep` skip, the directory where depth runs out, never entered
+    (libgit2's status gives up at that depth, and asking it whether each directory is
+    ignored cost time in proportion to depth: 2,000 levels took minutes a change set).
+    The same file reached by its own path, as a watcher event does, is refused too."""
+    from codechunkd.git.changes import MAX_DEPTH
+
+    repo.write("good.py", "def good():\n    return 1\n")
+    repo.commit()
+    fd = os.open(repo.path, os.O_RDONLY)
+    for level in range(400):
+        out = os.open("f.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, f"def level_{level}():\n    return {level}\n".encode())
+        os.close(out)
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    with capture_logs() as logs:
+        report = indexer.sync(repo.path)
+    assert report.skipped == {"too_deep": 1}, report.skipped
+    indexed = set(indexer.store.manifest(GitSource(repo.path).source.id))
+    assert len(indexed) == 1 + MAX_DEPTH + 1, len(indexed)  # good.py, f.py of levels 0..100
+    assert "d/" * MAX_DEPTH + "f.py" in indexed
+    refused = [e for e in logs if e["event"] == "file_refused"]
+    assert [e["path"] for e in refused] == ["d/" * (MAX_DEPTH + 1)], refused
+    deeper = "d/" * (MAX_DEPTH + 1) + "f.py"
+    [version] = GitSource(repo.path).versions_of([deeper])[1]
+    assert version.refused == "too_deep" and version.blob is None
+
+
 def test_refused_paths_follow_the_include_and_exclude_globs() -> None:
     """A refused file is counted only when the settings would index it; a directory that
     cannot be listed is counted unless an exclude glob names it (include globs name files)."""

@@ -63,11 +63,17 @@ NAME_NOT_UTF8 = "name_not_utf8"
 NOT_A_FILE = "not_a_file"
 REFUSED_UNREADABLE = "unreadable"
 PATH_TOO_LONG = "path_too_long"
+TOO_DEEP = "too_deep"
+#: The most directories a path may lie under: libgit2's own status walk stops at this depth
+#: ("directory nesting too deep"), and asking libgit2 whether a path is ignored costs time
+#: in proportion to its depth, so a deeper tree is refused rather than walked.
+MAX_DEPTH = 100
 REFUSALS = {
     NAME_NOT_UTF8: "file name is not valid UTF-8",
     NOT_A_FILE: "not a regular file (a FIFO, socket or device)",
     REFUSED_UNREADABLE: "directory cannot be read",
     PATH_TOO_LONG: "directory whose path is longer than the system allows (PATH_MAX)",
+    TOO_DEEP: f"nested more than {MAX_DEPTH} directories deep",
 }
 
 
@@ -83,13 +89,17 @@ def path_is_ignored(repo: pygit2.Repository, path: str) -> bool:
         return path_is_ignored(repo, _SURROGATE.sub("\ufffd", path))
 
 
-def name_problem(path: str) -> str | None:
-    """``NAME_NOT_UTF8`` when ``path`` is not valid UTF-8 (the OS and pygit2 hand such a
-    name over with surrogate escapes, which no column of the index can hold), else None."""
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be indexed whatever its content, or None: ``NAME_NOT_UTF8`` when
+    it is not valid UTF-8 (the OS and pygit2 hand such a name over with surrogate escapes,
+    which no column of the index can hold), ``TOO_DEEP`` under more than ``MAX_DEPTH``
+    directories."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return NAME_NOT_UTF8
+    if path.count("/", 0, len(path) - 1) > MAX_DEPTH:
+        return TOO_DEEP
     return None
 
 
@@ -290,7 +300,7 @@ class GitSource:
 
     def _version(self, path: str, blob: str, mode: int) -> FileVersion:
         """A file of a tree, or its refusal when its name cannot be indexed."""
-        refused = name_problem(path)
+        refused = path_problem(path)
         if refused is not None:
             return FileVersion(path=path, blob=None, refused=refused)
         return FileVersion(path=path, blob=blob, entry=self._entry(mode))
@@ -304,7 +314,7 @@ class GitSource:
         """
         assert self.repo.workdir is not None
         root = self.source.repo
-        refused = name_problem(path)
+        refused = path_problem(path)
         if refused is not None:  # never read, never dirty: such a path is in no state
             try:
                 worktree.lstat(root, path)
@@ -379,7 +389,8 @@ class GitSource:
         not entered.  Refused, unless git ignores them: a file whose name is not UTF-8,
         tracked or not (``NAME_NOT_UTF8``: found here by every run, not only by those
         that list HEAD's files), a FIFO, socket or device file (``NOT_A_FILE``), and a
-        directory that cannot be listed (``unreadable``, its path ending in ``/``).  Costs
+        directory that cannot be listed (``unreadable``, its path ending in ``/``) and one
+        whose files would lie deeper than ``MAX_DEPTH`` (``TOO_DEEP``, not entered).  Costs
         about what libgit2's own status walk costs.
         """
         root = self.source.repo
@@ -399,12 +410,16 @@ class GitSource:
             with entries:
                 for e in entries:
                     path = prefix + e.name
-                    bad = bad_prefix or (not e.name.isascii() and name_problem(e.name) is not None)
+                    bad = bad_prefix or (not e.name.isascii() and path_problem(e.name) is not None)
                     try:
                         if e.is_dir(follow_symlinks=False):
                             if e.name == ".git" or os.path.lexists(os.path.join(e.path, ".git")):
                                 continue  # the repository's own, or a nested repository
-                            if not self.is_ignored(f"{path}/"):
+                            if self.is_ignored(f"{path}/"):
+                                continue
+                            if path.count("/") >= MAX_DEPTH:  # what it holds is too deep
+                                refused[f"{path}/"] = TOO_DEEP
+                            else:
                                 stack.append((f"{path}/", bad))
                             continue
                         regular = e.is_file(follow_symlinks=False) or e.is_symlink()
