@@ -312,9 +312,7 @@ def test_a_directory_past_path_max_is_a_counted_skip(repo: Repo, indexer: Indexe
     assert len(refused) == 1 and "PATH_MAX" in refused[0]["reason"]
 
 
-def test_a_tree_nested_past_the_depth_limit_is_a_counted_skip(
-    repo: Repo, indexer: Indexer
-) -> None:
+def test_a_tree_nested_past_the_depth_limit_is_a_counted_skip(repo: Repo, indexer: Indexer) -> None:
     """Untracked directories nested 400 deep, a file at every level: the ones past
     `MAX_DEPTH` are one `too_deep` skip, the directory where depth runs out, never entered
     (libgit2's status gives up at that depth, and asking it whether each directory is
