@@ -299,16 +299,16 @@ def subprocess_git(path: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
 
 
-def test_a_file_made_readable_again_is_signalled(repo: Repo, inotify_helper: Helper) -> None:
-    """inotify: a change of mode alone (``chmod``: a file made readable again) is a path
-    signal, so the file is read at once rather than at the next reconcile (5 minutes)."""
+def test_a_file_made_readable_again_is_signalled(repo: Repo, helper: Helper) -> None:
+    """A change of mode alone (``chmod``: a file made readable again) is a path signal on
+    every backend, so the file is read at once rather than at the next reconcile."""
     committed(repo)
-    inotify_helper.start().add(GitSource(repo.path).source)
+    helper.start().add(GitSource(repo.path).source)
     (repo.path / "src/app.py").chmod(0o000)
-    inotify_helper.expect_paths("src/app.py")
-    inotify_helper.drain()
+    helper.expect_paths("src/app.py")
+    helper.drain()
     (repo.path / "src/app.py").chmod(0o644)
-    inotify_helper.expect_paths("src/app.py")
+    helper.expect_paths("src/app.py")
 
 
 def test_watch_budget_short_is_degraded_with_a_warning(repo: Repo, inotify_helper: Helper) -> None:

@@ -36,7 +36,9 @@ log = logs.get_logger("codechunkd.watcher")
 #: The entries of a git dir a polling scan keeps (``refs`` only where the refs live).
 _GIT_ENTRIES = frozenset({"HEAD", "packed-refs", "refs", "logs"})
 _COMMON_ENTRIES = frozenset({"packed-refs", "refs"})
-_WRITES = frozenset({"created", "modified", "closed"})
+#: Events that may change what a path holds; "attrib" is a change of mode alone (``chmod``:
+#: a file made readable again is read at once, not at the next reconcile).
+_WRITES = frozenset({"created", "modified", "closed", "attrib"})
 
 
 class _Handler(FileSystemEventHandler):
