@@ -345,6 +345,25 @@ def test_a_tree_nested_past_the_depth_limit_is_a_counted_skip(repo: Repo, indexe
     assert version.refused == "too_deep" and version.blob is None
 
 
+def test_committed_files_past_the_depth_limit_are_counted_once_each(
+    repo: Repo, indexer: Indexer
+) -> None:
+    """A file committed deeper than `MAX_DEPTH` is a `too_deep` skip, counted once: not
+    again as the directory where the walk of the working tree stops.  One at the limit is
+    indexed."""
+    from codechunkd.git.changes import MAX_DEPTH
+
+    repo.write("good.py", "def good():\n    return 1\n")
+    repo.write("d/" * MAX_DEPTH + "edge.py", "def edge():\n    return 2\n")
+    repo.write("d/" * (MAX_DEPTH + 5) + "deep.py", "def deep():\n    return 3\n")
+    repo.commit()
+    for _ in range(2):  # the no-op run says it again
+        report = indexer.sync(repo.path)
+        assert report.skipped == {"too_deep": 1}, report.skipped
+    indexed = set(indexer.store.manifest(GitSource(repo.path).source.id))
+    assert indexed == {"good.py", "d/" * MAX_DEPTH + "edge.py"}
+
+
 def test_refused_paths_follow_the_include_and_exclude_globs() -> None:
     """A refused file is counted only when the settings would index it; a directory that
     cannot be listed is counted unless an exclude glob names it (include globs name files)."""

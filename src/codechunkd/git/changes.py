@@ -26,6 +26,7 @@ and nested repositories pruned, no symlink followed) finds them.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import fnmatch
 import hashlib
@@ -495,13 +496,13 @@ class GitSource:
             versions[path] = version
             if version.dirty:
                 dirty[path] = version.blob
+        said = sorted(p for p, v in versions.items() if v.blob == UNREADABLE or v.refused)
         for path, reason in refused.items():
             if path in versions:
                 continue
-            if path.endswith("/"):  # a directory: said once, by what inside it is unreadable
-                if not any(
-                    p.startswith(path) and v.blob == UNREADABLE for p, v in versions.items()
-                ):
+            if path.endswith("/"):  # a directory: said once, by what inside is refused
+                i = bisect.bisect_left(said, path)
+                if i == len(said) or not said[i].startswith(path):
                     versions[path] = FileVersion(path=path, blob=None, refused=reason)
                 continue
             version = self._worktree_version(path, tree)  # a FIFO: gone, or tracked?
