@@ -141,3 +141,31 @@ def test_status_reads_past_a_damaged_writer_lock(
     code, out, err = _main(["status", "--index-dir", str(index_dir)], capsys)
     assert code == 13, (out, err)
     assert "daemon: stopped" in out and "unexpected" not in err
+
+
+def test_a_crashed_daemons_lock_naming_a_reused_pid_has_no_holder(
+    index_dir: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A daemon killed by SIGKILL or the OOM killer leaves "<pid> codechunkd run" in its
+    lock file; once that pid is another live process's (pid reuse), nobody holds the
+    flock: no daemon (`status` exits 13 at once), not "stalled" after 2 s with every
+    `search` waiting 60 s for it.  A lock that is held still names its holder."""
+    paths = IndexPaths.of(settings)
+    paths.lock.parent.mkdir(parents=True)
+    with subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    ) as other:
+        assert other.stdin is not None
+        try:
+            paths.lock.write_text(f"{other.pid} codechunkd run\n")
+            assert read_holder(paths.lock) == (other.pid, "codechunkd run")
+            assert live_holder(paths.lock) is None
+            assert daemon_pid(paths) is None
+            code, out, err = _main(["status", "--index-dir", str(index_dir)], capsys)
+            assert code == 13, (out, err)
+            assert "daemon: stopped" in out
+        finally:
+            other.stdin.close()
+    with _held_by_another_process(paths, "codechunkd run", outer=False) as pid:
+        assert live_holder(paths.lock) == (pid, "codechunkd run")
+        assert daemon_pid(paths) == pid

@@ -83,7 +83,14 @@ def read_holder(path: Path) -> tuple[int, str] | None:
 
 
 def live_holder(path: Path) -> tuple[int, str] | None:
-    """``read_holder``, when that process is alive (a dead holder's flock is gone)."""
+    """``read_holder``, when that process is alive and the file is still locked.
+
+    A holder killed by SIGKILL or the OOM killer leaves its pid in the file, and that pid
+    may belong to another process since (pid reuse is quick in a container): where the
+    kernel's table of locks can be read (``/proc/locks``), a file nobody holds a ``flock``
+    on has no live holder, whoever has the pid now.  It is read, not probed with a lock
+    of our own, which would make a writer starting at that instant find the file taken.
+    """
     found = read_holder(path)
     if found is None:
         return None
@@ -95,7 +102,31 @@ def live_holder(path: Path) -> tuple[int, str] | None:
         pass  # alive, another user's (a pid reused): still alive
     except OSError:  # no process can have that pid
         return None
+    if flocked(path) is False:
+        return None
     return found
+
+
+def flocked(path: Path, locks: Path = Path("/proc/locks")) -> bool | None:
+    """Whether a process holds a ``flock`` on the file at ``path``; None when the kernel's
+    table cannot be read (not Linux).  Matched by inode number alone: a lock on a file of
+    another file system with the same number reads as held, as it did before this check
+    (the device numbers there are not always those ``stat`` gives, e.g. on overlayfs)."""
+    try:
+        ino = os.stat(path, follow_symlinks=False).st_ino
+        with open(locks, "rb") as f:
+            table = f.read(64 << 20)
+    except OSError:
+        return None
+    for line in table.splitlines():
+        fields = line.split()  # b"1:", b"FLOCK", b"ADVISORY", b"WRITE", pid, b"MAJ:MIN:INO", …
+        if (
+            len(fields) >= 6
+            and fields[1] == b"FLOCK"
+            and fields[5].rpartition(b":")[2] == b"%d" % ino
+        ):
+            return True
+    return False
 
 
 class _LockFile:
