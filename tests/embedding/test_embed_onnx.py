@@ -354,6 +354,14 @@ def test_layout_is_measured_once_and_cached(onnx_settings: EmbeddingSettings) ->
         again.embed(["def f(): pass"])
     assert (again.sessions, again.threads) == (first.sessions, first.threads)
     assert not [e for e in logs if e["event"] == "layout_calibrated"]
+    # Damaged: no session (the embedder refused to run) and more threads than any machine
+    # has (it hung); no layout it would choose, so it is measured again, not used.
+    cache.write_text('{"sessions": 0, "threads": 100000}')
+    third = OnnxEmbedder(settings)
+    with capture_logs() as logs:
+        third.embed(["def f(): pass"])
+    assert SessionLayout(third.sessions, third.threads) in candidates
+    assert [e for e in logs if e["event"] == "layout_calibrated"]
 
 
 def test_fixed_layout_is_not_measured(onnx_settings: EmbeddingSettings) -> None:

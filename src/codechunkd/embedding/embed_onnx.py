@@ -409,11 +409,16 @@ def calibrated_layout(
     Times each candidate on real code and keeps the one with the fewest threads in all
     (then the fewest sessions: less memory) within 5 % of the best; the choice is stored
     next to the exported model (per CPU count and settings), so the measurement (a few
-    seconds per layout) happens once.
+    seconds per layout) happens once.  A cached choice that is not among ``candidates``
+    (a damaged file, or one from other settings) is measured again.
     """
     try:
-        chosen = json.loads(cache.read_text())
-        return SessionLayout(int(chosen["sessions"]), int(chosen["threads"]))
+        if cache.is_file():  # not a FIFO, not /dev/zero
+            with cache.open("rb") as f:
+                chosen = json.loads(f.read(1 << 16))
+            cached = SessionLayout(int(chosen["sessions"]), int(chosen["threads"]))
+            if cached in candidates:  # a damaged or edited file (0 sessions) is measured again
+                return cached
     except (OSError, ValueError, KeyError, TypeError):
         pass
     most = max(c.sessions * c.threads for c in candidates)
