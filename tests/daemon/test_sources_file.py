@@ -79,6 +79,9 @@ def test_a_folder_in_place_of_the_file_is_said(
         (b'{"sources": ["/a"]}', "source 1 is not"),
         (b'{"sources": [{"path": "/a"}, {"ref": "main"}]}', "source 2 is not"),
         (b'{"sources": [{"path": "/a", "ref": 5}]}', "source 1 is not"),
+        (b'{"sources": [{"path": "/a"}, {"path": "/tmp/a\\u0000b"}]}', "source 2 has a NUL"),
+        (b'{"sources": [{"path": "/tmp/a\\ud800"}]}', "source 1 has a NUL or a lone"),
+        (b'{"sources": [{"path": "/a", "ref": "main\\u0000"}]}', "source 1 has a NUL"),
     ],
 )
 def test_every_kind_of_damage_is_an_error_naming_the_file(

@@ -106,8 +106,19 @@ def read_sources(path: Path) -> list[SourceSpec]:
             raise _damaged(
                 path, f'is damaged: source {n} is not {{"path": "...", "ref": "..." or null}}'
             )
+        if any(not _utf8_text(v) for v in (item["path"], ref or "")):
+            raise _damaged(path, f"is damaged: source {n} has a NUL or a lone surrogate")
         out.append(SourceSpec(path=item["path"], ref=ref or None))
     return out
+
+
+def _utf8_text(value: str) -> bool:
+    """No NUL (no path or ref holds one) and no lone surrogate (JSON's ``"\\ud800"``)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\0" not in value
 
 
 def _damaged(path: Path, reason: str) -> ConfigError:

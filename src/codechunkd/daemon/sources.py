@@ -35,7 +35,7 @@ def add_source(service: Daemon, spec: SourceSpec, *, strict: bool = False) -> No
     """Watch ``spec`` and queue its first reconcile; ``strict``: a bad path raises."""
     try:
         git = GitSource(spec.path, ref=spec.ref)
-    except CodechunkdError as exc:
+    except (CodechunkdError, ValueError) as exc:  # ValueError: a NUL, a lone surrogate
         if strict:
             raise
         log.error("source_unavailable", source=str(spec), error=str(exc))
