@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Repo, wait_for
+from tests.conftest import Repo, scaled, wait_for
 from tests.daemon.test_service_e2e import Daemon, cli
 
 from codechunkd.config import Settings
@@ -200,3 +200,45 @@ def _delete_the_index_under(d: Daemon, repo: Repo, index_dir: Path) -> None:
     assert "removed or replaced" in wait_for(failing, "the sync to fail", 120)
     with contextlib.suppress(FileNotFoundError):  # nothing written in a re-made directory
         assert not any(index_dir.iterdir()), list(index_dir.iterdir())
+
+
+def test_connections_past_the_cap_wait_and_idle_ones_are_let_go(tmp_path: Path) -> None:
+    """Past ``max_connections`` open at once, a new connection waits in the listen queue (it
+    holds no descriptor of the daemon's: 1,100 idle clients used them all up, and the
+    writer failed with "Too many open files"), and is answered once one closes; a
+    connection that sends nothing is closed after ``idle_s``."""
+    server = ControlServer(
+        tmp_path / "run" / "d.sock",
+        {"ping": lambda _req: {"ok": True}},
+        max_connections=4,
+        idle_s=3600,
+    )
+    server.start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(4):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            idle.append(s)
+            s.connect(str(server.path))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as late:
+            late.connect(str(server.path))  # queued: the four hold every slot
+            late.sendall(b'{"cmd": "ping"}\n')
+            late.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                late.recv(1 << 16)  # never answered while the four stay open
+            idle.pop().close()  # a slot frees: the queued one is taken and answered
+            late.settimeout(scaled(30))
+            assert json.loads(late.makefile("rb").readline()) == {"ok": True}
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+    quick = ControlServer(tmp_path / "run2" / "d.sock", {}, idle_s=0.2)
+    quick.start()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(quick.path))
+            s.settimeout(scaled(30))
+            assert s.recv(1) == b""  # closed by the server, not by the client's timeout
+    finally:
+        quick.stop()

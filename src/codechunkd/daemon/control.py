@@ -150,13 +150,25 @@ def merge_sources(*lists: Iterable[SourceSpec]) -> list[SourceSpec]:
 
 # -- server -------------------------------------------------------------------
 
+MAX_CONNECTIONS = 256
+"""Connections served at once; more wait in the listen queue (``ControlServer``)."""
+IDLE_S = 30.0
+"""A connection with no request for this long is closed (clients send theirs at once)."""
+
 
 class _RequestHandler(socketserver.StreamRequestHandler):
     server: ControlServer
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.idle_s)  # a client that neither asks nor closes
+
     def handle(self) -> None:
         while True:
-            line = self.rfile.readline(MAX_REQUEST)
+            try:
+                line = self.rfile.readline(MAX_REQUEST)
+            except OSError:  # idle past IDLE_S, or reset
+                return
             if not line:
                 return
             try:
@@ -191,9 +203,19 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     block_on_close = False
     request_queue_size = max(128, socket.SOMAXCONN)
 
-    def __init__(self, path: Path, handlers: Mapping[str, Handler]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handlers: Mapping[str, Handler],
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_s: float = IDLE_S,
+    ) -> None:
         self.path = path
         self.handlers = dict(handlers)
+        self.idle_s = idle_s
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._stopping = threading.Event()
         ensure_socket_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a dead daemon's socket (we hold the writer lock)
@@ -205,6 +227,27 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         path.chmod(0o600)
         self._thread: threading.Thread | None = None
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve it on a thread of its own, once fewer than ``MAX_CONNECTIONS`` are open:
+        until then it waits, and the connections after it wait in the listen queue, which
+        holds no file descriptor (1,100 idle clients used up the daemon's, and its writer
+        failed with "Too many open files")."""
+        while not self._slots.acquire(timeout=0.5):
+            if self._stopping.is_set():
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
     def start(self) -> None:
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.5}, name="control"
@@ -212,6 +255,7 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._thread.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._thread is not None:
             self.shutdown()
             self._thread.join()
