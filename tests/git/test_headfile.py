@@ -66,3 +66,39 @@ def test_a_ref_source_reads_its_branch_and_other_cases_are_left_to_pygit2(
     head.write_text("\x00\xff garbage")
     assert read_head(_git_dir(repo.path), None) is None
     assert read_head(str(tmp_path / "absent"), None) is None
+
+
+def test_a_fifo_or_an_endless_device_in_place_of_a_ref_file_is_left_to_pygit2(
+    repo: Repo,
+) -> None:
+    """HEAD or a loose ref that is a FIFO (opening it waited for a writer for ever, and
+    `status` with it), or `packed-refs` linked to /dev/zero (read without end): no answer
+    from the files, at once, and the caller asks pygit2."""
+    import os
+    import subprocess
+    import sys
+
+    repo.write("a.py", "x = 1\n")
+    repo.commit("one")
+    repo.git("pack-refs", "--all")
+    git = Path(_git_dir(repo.path))
+    (git / "packed-refs").unlink()
+    (git / "packed-refs").symlink_to("/dev/zero")
+    os.mkfifo(git / "refs/heads/other")
+    # In a child, so that a hang is a failed test rather than a stuck suite.
+    probe = (
+        "import sys; from pathlib import Path\n"
+        "from codechunkd.git.headfile import branch_commit, read_head\n"
+        "g = sys.argv[1]\n"
+        "print(read_head(g, None), branch_commit(Path(g), 'refs/heads/other'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(git)], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["None", "None"], done
+    (git / "HEAD").unlink()
+    os.mkfifo(git / "HEAD")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(git)], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["None", "None"], done
