@@ -181,6 +181,32 @@ def test_lock_owned_by_another_user_is_refused_with_a_clear_message(tmp_path: Pa
     assert raised.value.exit_code == 4
 
 
+@pytest.mark.parametrize("made_by", ["another user", "anyone"])
+def test_an_index_whose_cache_another_user_can_change_is_refused(
+    repo: Repo, tmp_path: Path, made_by: str
+) -> None:
+    """An index directory whose `_codechunkd/cache.sqlite` another user made (uid 65534,
+    root only) or everyone may write: `index` refuses with one line naming it (exit 4)
+    before any vector is read from it or written to it; the file is left as it was."""
+    if made_by == "another user" and os.geteuid() != 0:
+        pytest.skip("giving a file away needs root")
+    repo.write("a.py", "A = 1\n")
+    repo.commit()
+    index = tmp_path / "index"
+    cache = index / "_codechunkd" / "cache.sqlite"
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"")
+    if made_by == "another user":
+        os.chown(cache, OTHER_UID, OTHER_UID)
+    else:
+        cache.chmod(0o666)
+    done = run_cli("index", str(repo.path), "--index-dir", str(index))
+    assert done.returncode == 4, done.stderr
+    line = one_line_error(done)
+    assert str(cache) in line and "another user could change" in line, line
+    assert cache.read_bytes() == b""
+
+
 def test_lock_file_is_0600(tmp_path: Path, keep_umask: None) -> None:
     """Created 0600 under umask 022; an old 0644 lock of ours is tightened."""
     os.umask(0o022)

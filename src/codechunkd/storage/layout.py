@@ -73,6 +73,21 @@ def trust_problem(path: Path, info: os.stat_result) -> str | None:
     return None
 
 
+def _foreign(path: Path) -> str | None:
+    """Why another user could change ``path`` (owned by them, or writable by everyone), or
+    None; a path that is not there is nobody's yet.  Group write is left alone: a umask of
+    0002 (user private groups) gives it to every directory a user makes."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_uid != os.geteuid():
+        return f"{path} is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})"
+    if info.st_mode & 0o002:
+        return f"{path} can be written by every user (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
 def private_dir(path: Path) -> str | None:
     """Create ``path`` mode 0700 (its parents as the umask says), or check an existing one.
 
@@ -178,6 +193,13 @@ class IndexPaths:
             raise StoreError(
                 f"cannot make the index directory {root}: {exc.strerror or exc}{where}"
             ) from None
+        for path in (self.meta, self.cache):  # what decides the rows the writer writes
+            problem = _foreign(path)
+            if problem:
+                raise StoreError(
+                    f"{problem}: another user could change what this index holds (its "
+                    "embedding cache, its state); remove it, or use another --index-dir"
+                )
 
     @classmethod
     def of(cls, settings: Settings) -> IndexPaths:
