@@ -154,6 +154,30 @@ def test_status_and_run_refuse_a_hostile_runtime_directory(repo: Repo, tmp_path:
     assert list(hostile.iterdir()) == []
 
 
+@pytest.mark.parametrize("where", ["a file", "under /proc", "/dev/null"])
+def test_a_runtime_directory_that_cannot_be_made_is_one_line(
+    repo: Repo, tmp_path: Path, where: str
+) -> None:
+    """XDG_RUNTIME_DIR naming a file, a device, or a place where nothing can be made:
+    `index` says so in one line (exit 2), not "unexpected: [Errno 17] File exists"."""
+    repo.write("a.py", "A = 1\n")
+    repo.commit()
+    rt = {"a file": tmp_path / "afile", "under /proc": Path("/proc/self/nothere")}.get(
+        where, Path("/dev/null")
+    )
+    if where == "a file":
+        rt.write_text("x\n")
+    done = run_cli(
+        "index",
+        str(repo.path),
+        "--index-dir",
+        str(tmp_path / "i"),
+        env={"XDG_RUNTIME_DIR": str(rt)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot make {rt}/codechunkd" in one_line_error(done)
+
+
 # -- row 9: the writer lock ---------------------------------------------------------------
 
 

@@ -95,11 +95,15 @@ def private_dir(path: Path) -> str | None:
     user and grants nothing to group or others; otherwise the reason is returned (another
     user may have made it first, in ``/tmp``, to plant a socket of their own).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         os.mkdir(path, 0o700)
-    except FileExistsError:
+    except FileExistsError as exc:
+        if exc.filename != str(path):  # a file where a parent should be
+            return f"cannot make {path}: {exc.filename} is not a directory"
         return trust_problem(path, os.lstat(path))
+    except OSError as exc:  # /proc/…, a read-only file system, no permission
+        return f"cannot make {path}: {exc.strerror or exc}"
     os.chmod(path, 0o700)  # whatever the umask
     return None
 
