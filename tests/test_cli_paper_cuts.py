@@ -150,3 +150,43 @@ def test_an_mcp_port_out_of_range_is_a_usage_error(
     assert "argument --port:" in err
     assert value in err
     assert "OverflowError" not in err and not out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "{loop}"],
+        ["status", "--index-dir", "{loop}"],
+        ["run", "{loop}"],
+        ["remove", "{loop}"],
+        ["search", "hello", "--index-dir", "{loop}"],
+    ],
+    ids=["status-path", "status-index-dir", "run", "remove", "search-index-dir"],
+)
+def test_a_symbolic_link_loop_is_one_line(
+    tmp_path: Path, index_dir: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path, or --index-dir, that is a link to itself: `cannot resolve …` (exit 2), not
+    `unexpected: RuntimeError: Symlink loop`."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    args = [a.replace("{loop}", str(loop)) for a in argv]
+    if "--index-dir" not in args:
+        args += ["--index-dir", str(index_dir)]
+    code, out, err = _main(args, capsys)
+    assert code == 2, (out, err)
+    assert f"cannot resolve {loop}" in err and "unexpected" not in err, err
+
+
+def test_a_folder_at_the_control_sockets_path_is_one_line(
+    repo: Repo, settings: Settings, index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory where the daemon's socket goes: `run` says so and what to do (exit 2),
+    not `unexpected: [Errno 21] Is a directory`."""
+    repo.write("a.py", "A = 1\n")
+    repo.commit()
+    sock = IndexPaths.of(settings).socket
+    sock.mkdir(parents=True)
+    code, out, err = _main(["run", str(repo.path), "--index-dir", str(index_dir)], capsys)
+    assert code == 2, (out, err)
+    assert f"cannot use {sock} for the control socket" in err and "unexpected" not in err, err

@@ -135,3 +135,15 @@ def usable_cpus() -> int:
         with contextlib.suppress(OSError):
             return max(1, len(affinity(0)))
     return os.cpu_count() or 1
+
+
+def resolved(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute, ``~`` expanded and symbolic links resolved; ``ConfigError``
+    (exit 2) naming it when a link on the way loops: ``Path.resolve`` raises
+    ``RuntimeError`` for that before Python 3.13 and ``OSError`` from then on."""
+    from codechunkd.errors import ConfigError
+
+    try:
+        return Path(path).expanduser().resolve()
+    except (RuntimeError, OSError) as exc:
+        raise ConfigError(f"cannot resolve {path}: {exc}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import codechunkd.cli.common as common
@@ -46,12 +45,13 @@ def _status_via_daemon(paths: Any) -> dict[str, Any]:
 def cmd_status(args: argparse.Namespace) -> int:
     from codechunkd.daemon.status import exit_code, render_text
     from codechunkd.errors import IndexDamaged, StoreError
+    from codechunkd.platform import resolved
     from codechunkd.storage.layout import IndexPaths
 
     settings = common.settings(args, check_index=False)  # a running daemon is asked first
     paths = IndexPaths.of(settings)
     out = _status_via_daemon(paths)
-    only = str(Path(args.path).resolve()) if args.path else None
+    only = str(resolved(args.path)) if args.path else None
     if "sources" not in out:  # no daemon answered: the same document, from state.json
         from codechunkd.daemon.offline import stopped_status
 

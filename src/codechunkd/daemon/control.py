@@ -42,6 +42,7 @@ from typing import Any
 
 from codechunkd import atomicfile, logs
 from codechunkd.errors import ConfigError, StoreError
+from codechunkd.platform import resolved
 from codechunkd.storage.layout import IndexPaths, private_dir, trust_problem
 from codechunkd.storage.lock import live_holder
 
@@ -65,7 +66,7 @@ class SourceSpec:
     def parse(cls, text: str) -> SourceSpec:
         """``PATH`` or ``PATH#REF``."""
         path, _, ref = text.partition("#")
-        return cls(path=str(Path(path).expanduser().resolve()), ref=ref or None)
+        return cls(path=str(resolved(path)), ref=ref or None)
 
     def __str__(self) -> str:
         return f"{self.path}#{self.ref}" if self.ref else self.path
@@ -217,8 +218,14 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._slots = threading.BoundedSemaphore(max_connections)
         self._stopping = threading.Event()
         ensure_socket_dir(path.parent)
-        with contextlib.suppress(FileNotFoundError):
+        try:
             path.unlink()  # a dead daemon's socket (we hold the writer lock)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a directory in its place
+            raise ConfigError(
+                f"cannot use {path} for the control socket: {exc.strerror}; remove it"
+            ) from None
         old = os.umask(0o177)
         try:
             super().__init__(str(path), _RequestHandler)

@@ -209,7 +209,7 @@ class IndexPaths:
     def of(cls, settings: Settings) -> IndexPaths:
         uri = settings.index.dir
         if is_local(uri):
-            uri = str(Path(uri.removeprefix("file://")).expanduser().resolve())
+            uri = str(platform.resolved(uri.removeprefix("file://")))
             return cls(uri=uri, meta=Path(uri) / "_codechunkd", runtime=Path(default_runtime_dir()))
         uri = uri.rstrip("/")
         state = str(platform.user_dir("state"))  # XDG, or ~/Library/Application Support
