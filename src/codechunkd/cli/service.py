@@ -50,17 +50,18 @@ def _service_run_args(args: argparse.Namespace) -> tuple[list[str], str | None]:
     """The ``--config``/``--index-dir`` the unit's ``codechunkd run`` gets (absolute), and
     the local index directory it will write (None: an object store, or the system unit's
     own ``/etc/codechunkd/%i.toml`` decides)."""
+    from codechunkd.platform import resolved
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.objectstore import is_local
 
     run_args: list[str] = []
     index_dir = args.index_dir
     if index_dir and is_local(index_dir):
-        index_dir = str(Path(index_dir.removeprefix("file://")).expanduser().resolve())
+        index_dir = str(resolved(index_dir.removeprefix("file://")))
     if index_dir:
         run_args += ["--index-dir", index_dir]
     if args.config is not None:
-        run_args += ["--config", str(args.config.expanduser().resolve())]
+        run_args += ["--config", str(resolved(args.config))]
     if args.kind == "system" and not run_args:
         return run_args, None
     uri = IndexPaths.of(load_settings(config=args.config, overrides={"index.dir": index_dir})).uri
