@@ -4,7 +4,12 @@ Standard library only.  ``post_json`` sends one request and sorts what can go
 wrong into two kinds: ``Retryable`` (429 and 5xx, honouring ``Retry-After``;
 timeouts; refused or reset connections; answers cut short) and a final error
 built by the caller's ``fail(reason)``.  ``retrying`` is the one retry loop of
-both clients; ``backoff`` spaces the retries.
+both clients; ``backoff`` spaces the retries (a ``Retry-After`` is honoured up to the
+caller's longest delay, never longer).
+
+A peer is not trusted to be sane: ``read_capped`` reads every body in bounded pieces, at
+most ``MAX_ANSWER_BYTES`` of an answer (``MAX_ERROR_BYTES`` of an error's), and no attempt
+outlives its timeout however slowly the body trickles in.
 
 The API key goes to the configured endpoint only: redirects are never followed
 (a 3xx is a final error naming where it pointed: a bearer token must not follow
@@ -18,13 +23,15 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
+import math
 import random
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from codechunkd import logs
 from codechunkd.errors import ConfigError
@@ -32,6 +39,41 @@ from codechunkd.errors import ConfigError
 T = TypeVar("T")
 
 RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+MAX_ANSWER_BYTES = 64 << 20
+"""The largest answer read (an endless body grew to 1.5 GB before this cap)."""
+MAX_ERROR_BYTES = 64 << 10
+"""The most of an error's body read (only a short message is shown from it)."""
+_PIECE = 64 << 10
+
+
+class TooLarge(Exception):
+    """A body longer than the cap ``read_capped`` was given."""
+
+
+class _Body(Protocol):
+    def read1(self, size: int = -1, /) -> bytes: ...
+
+
+def read_capped(body: _Body, limit: int, deadline: float) -> bytes:
+    """All of ``body``, read in bounded pieces: ``TooLarge`` past ``limit`` bytes,
+    ``TimeoutError`` once ``time.monotonic()`` passes ``deadline`` (a body trickled in a
+    byte at a time never times a socket read out; it ends within one more socket timeout),
+    ``http.client.IncompleteRead`` when it ends short of its ``Content-Length``.
+    """
+    pieces: list[bytes] = []
+    size = 0
+    while piece := body.read1(_PIECE):
+        size += len(piece)
+        if size > limit:
+            raise TooLarge(f"a body larger than {limit} bytes")
+        pieces.append(piece)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the body took longer than the timeout")
+    left = getattr(body, "length", None)  # what an HTTPResponse's Content-Length still owes
+    if left:
+        raise http.client.IncompleteRead(b"".join(pieces), left)
+    return b"".join(pieces)
 
 
 class Retryable(Exception):
@@ -122,26 +164,27 @@ def api_key(variable: str, key: str, environ: Mapping[str, str]) -> str | None:
 
 
 def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date)."""
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date);
+    None when it is missing or not a finite time (``backoff`` bounds what it returns)."""
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def backoff(attempt: int, asked: float | None, *, base: float, limit: float) -> float:
-    """Jittered exponential back-off; a server's Retry-After is honoured even past ``limit``."""
-    delay = random.uniform(0.5, 1.0) * base * (2.0**attempt)
+    """Jittered exponential back-off, at least a server's Retry-After, never past ``limit``
+    (a server asking for a day, or for 1e12 s, must not stall or crash the client)."""
+    delay = random.uniform(0.5, 1.0) * base * (2.0 ** min(attempt, 64))
     if asked is not None:
-        return min(max(asked, delay), max(limit, asked))
+        delay = max(asked, delay)
     return min(delay, limit)
 
 
@@ -163,18 +206,18 @@ def scrub(text: str, key: str | None) -> str:
 def error_detail(body: bytes, key: str | None = None) -> str:
     """The server's error message (OpenAI shape ``{"error": {"message": …}}``), shortened.
 
-    The key is scrubbed before shortening, so no prefix of it survives the cut.
+    The key is scrubbed before shortening, so no prefix of it survives the cut, and again
+    after JSON decoding (a server may echo it escaped, ``\\/`` for ``/``).
     """
     text = scrub(body.decode("utf-8", "replace"), key)
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text.strip()[:200]
     if isinstance(parsed, dict):
         err = parsed.get("error", parsed)
-        if isinstance(err, dict):
-            return str(err.get("message", err))[:200]
-        return str(err)[:200]
+        message = err.get("message", err) if isinstance(err, dict) else err
+        return scrub(str(message), key)[:200]
     return text.strip()[:200]
 
 
@@ -189,8 +232,12 @@ def post_json(
 ) -> bytes:
     """POST a JSON body; the answer's bytes, or ``Retryable``, or ``fail(reason)``.
 
-    No redirect is followed (see the module docstring); no reason carries the key.
+    No redirect is followed (see the module docstring); no reason carries the key.  The
+    attempt ends within about ``timeout`` (twice it at worst) even when the answer trickles
+    in (``Retryable``); an answer over ``MAX_ANSWER_BYTES`` is ``fail``: not retried, the
+    server would likely send it again.
     """
+    deadline = time.monotonic() + timeout
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -198,10 +245,15 @@ def post_json(
     request = urllib.request.Request(endpoint, data=payload, headers=headers)  # noqa: S310
     try:
         with _OPENER.open(request, timeout=timeout) as response:
-            body: bytes = response.read()
+            body = read_capped(response, MAX_ANSWER_BYTES, deadline)
+    except TooLarge:
+        raise fail(f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MiB") from None
     except urllib.error.HTTPError as exc:
         with exc:
-            detail = error_detail(exc.read(), key)
+            try:
+                detail = error_detail(read_capped(exc, MAX_ERROR_BYTES, deadline), key)
+            except (TooLarge, OSError, http.client.HTTPException) as why:
+                detail = f"(its message unread: {type(why).__name__})"
             if exc.code in RETRYABLE:
                 delay = retry_after(exc.headers.get("Retry-After"), now())
                 raise Retryable(f"HTTP {exc.code} {detail}".strip(), delay) from None

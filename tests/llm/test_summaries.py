@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import finishes_within
 
 from codechunkd.chunking.chunker import CountTokens, chunk
 from codechunkd.config.settings import ChunkingSettings
@@ -135,3 +136,26 @@ def test_long_summaries_are_cut_at_a_sentence() -> None:
     words = clean_summary("word " * 100, max_chars=50)
     assert len(words) <= 51
     assert words.endswith("…")
+
+
+def test_a_hostile_answer_is_cleaned_in_linear_time() -> None:
+    """An LLM endpoint chooses the answer: ``"Here is"`` and 2,000 line breaks took 64 s
+    of CPU (holding the GIL: the daemon froze), 40,000 ``<think>`` or an unclosed fence
+    of spaces grew quadratically.  200,000-character answers are cleaned at once, also
+    with a ``max_chars`` so large that the cut before the patterns does not help; the
+    deadline is a hang detector, far above the need."""
+    code = (
+        "from codechunkd.errors import BadAnswer\n"
+        "from codechunkd.llm.summaries import clean_summary\n"
+        "n = 200_000\n"
+        "for limit in (600, 10 * n):\n"
+        "    for text in ('Here is' + '\\n' * n + 'y', 'here is' + ' ' * n + 'y',\n"
+        "                 '<think>' * n, '```' + ' ' * n + 'x', 'Summary' + ' ' * n):\n"
+        "        try:\n"
+        "            clean_summary(text, max_chars=limit)\n"
+        "        except BadAnswer:\n"
+        "            pass\n"
+        "text = '<think>' + 'x' * n + '</think>Here is a summary: Adds two numbers.'\n"
+        "assert clean_summary(text, max_chars=600) == 'Adds two numbers.'\n"
+    )
+    finishes_within(code, 60, "cleaning 200,000-character hostile answers")

@@ -184,7 +184,8 @@ class EmbeddingSettings:
     carry a batch per request. Bounds: 1 to 64."""
     retries: int = 5
     """``remote`` backend: retries of a request after a 429, a 5xx, a timeout or a refused
-    connection (exponential back-off; a ``Retry-After`` header is honoured). Bounds: 0 to 100."""
+    connection (exponential back-off; a ``Retry-After`` header is honoured up to the longest
+    back-off, 60 s). Bounds: 0 to 100."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,7 +278,8 @@ class SummarySettings:
     """Most requests started per minute (0: no limit). Bounds: 0 to 100_000."""
     retries: int = 2
     """Retries of one request after a 429, a 5xx, a timeout, a refused connection or an answer
-    cut short (exponential back-off; a ``Retry-After`` header is honoured). Bounds: 0 to 100."""
+    cut short (exponential back-off; a ``Retry-After`` header is honoured up to the longest
+    back-off, 30 s). Bounds: 0 to 100."""
     max_tokens: int = 150
     """Most tokens the model may write for one summary; a longer answer is rejected.
     Bounds: 1 to 100_000."""

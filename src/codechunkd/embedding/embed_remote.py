@@ -9,12 +9,15 @@ A 429, a 5xx, a timeout or a refused/reset connection is retried up to
 least what a ``Retry-After`` header asks; any other 4xx fails at once.
 
 The server must answer with the configured model and one vector per text of the
-index's dimension (``embedding.remote_dimension``, or the first answer's): an
-answer that differs raises :class:`EndpointMismatch` instead of writing vectors
+index's dimension (``embedding.remote_dimension``, or the first usable answer's):
+an answer that differs raises :class:`EndpointMismatch` instead of writing vectors
 of another model into the index.  A vector that is not finite or is all zeros is
 never kept: the request is retried as a failed one is, then fails with an
-``EmbeddingError`` saying so.  Vectors are L2-normalised here, whatever the
-server does.  The model id (the embedding cache key) is ``remote:<model>``.
+``EmbeddingError`` saying so; so does an answer that is not JSON.  An answer of another
+shape (a row that is no object, an index out of place, an embedding that is no list of
+numbers) is an ``EmbeddingError`` at once: search falls back to full-text.  Vectors are
+L2-normalised here, whatever the server does.  The model id (the embedding cache key)
+is ``remote:<model>``.
 
 The API key is read from the environment variable named by
 ``embedding.api_key_env`` and sent as a bearer token; it is never logged and
@@ -195,13 +198,15 @@ class RemoteEmbedder:
         )
         try:
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise Retryable("the answer is not JSON") from None
         if not isinstance(answer, dict):
             raise EmbeddingError(f"embedding server {self._shown} answered {type(answer).__name__}")
         return answer
 
     def _vectors(self, answer: dict[str, Any], count: int) -> Vectors:
+        """The answer's vectors in input order, every row checked first: anything but one
+        list of numbers per text, each at its own ``index``, is an ``EmbeddingError``."""
         found_model = answer.get("model")
         if (
             isinstance(found_model, str)
@@ -215,29 +220,44 @@ class RemoteEmbedder:
             raise EmbeddingError(
                 f"embedding server {self._shown} returned {got} vectors for {count} texts"
             )
-        rows = sorted(data, key=lambda d: int(d.get("index", 0)))
+        if not all(isinstance(d, dict) and isinstance(d.get("embedding"), list) for d in data):
+            raise EmbeddingError(f"embedding server {self._shown} returned malformed vectors")
+        order = [d.get("index", i) for i, d in enumerate(data)]
+        if any(type(i) is not int for i in order) or sorted(order) != list(range(count)):
+            raise EmbeddingError(
+                f"embedding server {self._shown} returned vectors whose indices are not "
+                f"0 to {count - 1}"
+            )
+        rows = [data[i]["embedding"] for i in np.argsort(order, kind="stable")]
+        widths = sorted({len(r) for r in rows})
+        if len(widths) != 1:
+            raise EndpointMismatch("vectors of dimensions", self._dim, widths, self._shown)
         try:
             with np.errstate(over="ignore"):  # a value past float32's range: inf, refused below
-                vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)
-        except (KeyError, TypeError, ValueError):
-            widths = sorted({len(r.get("embedding") or ()) for r in rows})
-            raise EndpointMismatch(
-                "vectors of dimensions", self._dim, widths, self._shown
+                vectors = np.array(rows, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
+            raise EmbeddingError(
+                f"embedding server {self._shown} returned malformed vectors"
             ) from None
         if vectors.ndim != 2:
             raise EmbeddingError(f"embedding server {self._shown} returned malformed vectors")
-        with self._dim_lock:
-            if self._dim is None:
-                self._dim = int(vectors.shape[1])
-        if vectors.shape[1] != self._dim:
-            raise EndpointMismatch("dimension", self._dim, int(vectors.shape[1]), self._shown)
-        problems = vector_problems(vectors, self._dim)
+        width = int(vectors.shape[1])
+        if self._dim is not None and width != self._dim:
+            raise EndpointMismatch("dimension", self._dim, width, self._shown)
+        problems = (
+            vector_problems(vectors, width) if width else dict.fromkeys(range(count), "empty")
+        )
         if problems:  # asked again (a glitch may pass); persisting, an EmbeddingError
             counts = Counter(problems.values())
             what = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
             raise Retryable(
                 f"returned unusable vectors for {len(problems)} of {count} texts ({what})"
             )
+        with self._dim_lock:  # learned from a usable answer only: a glitch fixes nothing
+            if self._dim is None:
+                self._dim = width
+        if width != self._dim:  # another request learned it first, from another width
+            raise EndpointMismatch("dimension", self._dim, width, self._shown)
         return normalize(vectors)
 
 

@@ -9,8 +9,9 @@ llama.cpp server, vLLM, LM Studio, hosted APIs).  Standard library only
   reached or keeps failing: a refused connection, a timeout, HTTP 429 (with or
   without ``Retry-After``), 408/425/5xx, or a body cut short are retried
   ``summaries.retries`` times with exponential back-off (full jitter, at least
-  what ``Retry-After`` asks, which also pauses every other request of the
-  client), then given up; any other 4xx (a wrong model, a bad key) at once;
+  what ``Retry-After`` asks up to ``max_delay``, which also pauses every other
+  request of the client), then given up; any other 4xx (a wrong model, a bad
+  key) or an answer over ``MAX_ANSWER_BYTES`` at once;
 - :class:`~codechunkd.errors.BadAnswer` when the answer is not usable: not
   JSON, not the chat-completions shape, no text, or cut short by the model
   (``finish_reason == "length"``).  Never retried in the same run: the same
@@ -157,8 +158,8 @@ class ChatClient:
         ).encode()
 
         def pause(exc: Retryable) -> None:
-            if exc.delay is not None:
-                self.limiter.pause(exc.delay)
+            if exc.delay is not None:  # a server's Retry-After, bounded as a retry's wait
+                self.limiter.pause(min(exc.delay, self._max_delay))
 
         body = retrying(
             lambda: self._post(payload),
@@ -192,7 +193,7 @@ class ChatClient:
     def _completion(self, body: bytes, payload: bytes) -> Completion:
         try:
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise BadAnswer("the answer is not JSON") from None
         if not isinstance(answer, dict):
             raise BadAnswer(f"the answer is a JSON {type(answer).__name__}, not an object")

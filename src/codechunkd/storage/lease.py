@@ -86,8 +86,8 @@ class Holder:
                 what=str(doc["what"]),
                 expires_at=float(doc["expires_at"]),
             )
-        except (ValueError, KeyError, TypeError):
-            return None
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+            return None  # damaged (a pid of Infinity, JSON nested past the parser): unreadable
 
 
 class LeaseHeld(IndexLocked):
@@ -267,10 +267,14 @@ class Lease:
                 return
 
     def release(self) -> None:
-        """Stop renewing and delete the lease (only if it is still ours)."""
+        """Stop renewing and delete the lease (only if it is still ours).
+
+        A renewal in flight is waited for at most the client's timeout (each of its
+        requests ends by then); past that, the renewer is left behind (a daemon thread).
+        """
         self._stop.set()
         if self._renewer is not None:
-            self._renewer.join()
+            self._renewer.join(timeout=2 * self.client.timeout)
             self._renewer = None
         if self._etag is not None and not self.lost:
             with contextlib.suppress(StoreError):  # unreachable: it expires by itself

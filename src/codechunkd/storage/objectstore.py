@@ -18,12 +18,14 @@ import datetime as dt
 import hashlib
 import hmac
 import os
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from codechunkd.config.settings import ObjectStoreSettings
 from codechunkd.errors import ConfigError, StoreError
+from codechunkd.httpclient import MAX_ERROR_BYTES, TooLarge, read_capped
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -144,7 +146,14 @@ class S3Client:
     def request(
         self, method: str, key: str, body: bytes = b"", headers: Mapping[str, str] | None = None
     ) -> Response:
-        """One signed request for ``key``; a connection failure is a one-line ``StoreError``."""
+        """One signed request for ``key``; a connection failure is a one-line ``StoreError``.
+
+        So is an answer over ``MAX_ERROR_BYTES`` (64 KiB: the objects here are small) or
+        one whose body is still arriving ``timeout`` seconds after the request began: a
+        hostile or broken server costs one bounded, failed request (a lease's caller
+        retries or gives up as for an unreachable server).
+        """
+        deadline = time.monotonic() + self.timeout
         path = f"{self.prefix}/{urllib.parse.quote(key, safe='/-_.~')}"
         hdrs = {k.lower(): v for k, v in (headers or {}).items()}
         hdrs.update(self._sign(method, path, body, hdrs))
@@ -155,8 +164,9 @@ class S3Client:
         try:
             conn.request(method, path, body=body or None, headers=hdrs)
             resp = conn.getresponse()
-            return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-        except (OSError, http.client.HTTPException) as exc:
+            body = read_capped(resp, MAX_ERROR_BYTES, deadline)
+            return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, body)
+        except (OSError, http.client.HTTPException, TooLarge) as exc:
             where = f"{'https' if self.https else 'http'}://{self.host}"
             raise StoreError(f"cannot reach the object store at {where}: {exc}") from None
         finally:
