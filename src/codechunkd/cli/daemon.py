@@ -54,6 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_socket_dir(paths.runtime)  # refuse a socket directory someone else made
     with writer_lock(paths, what="codechunkd run"):
         pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
+    common.refuse_damaged(paths)  # as `index` does: its writer would fail, or hang on a FIFO
     from codechunkd.daemon.service import Service
 
     service = Service(settings, specs=specs, load_settings=lambda: common.settings(args))

@@ -14,9 +14,9 @@ import os
 import stat
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from codechunkd.config.settings import (
     BUNDLED_MODEL,
@@ -152,16 +152,45 @@ _KINDS = (
 )
 
 
-def _check_config_stat(st: os.stat_result, origin: str) -> None:
-    """Refuse what is not a regular file (a FIFO would block, a device never ends)."""
+class NotARegularFile(OSError):
+    """What ``open_regular_file`` and ``read_regular_file`` refuse; it says what the path is
+    instead (``a named pipe (FIFO), not a regular file``) or that it is too big."""
+
+
+def _check_regular(st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        raise ConfigError(f"the config file is {kind}, not a regular file", origin=origin)
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"the config file is {st.st_size} bytes, more than the 1 MiB a config file may be",
-            origin=origin,
-        )
+        raise NotARegularFile(f"{kind}, not a regular file")
+
+
+@contextlib.contextmanager
+def open_regular_file(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading if it is a regular file (links followed), else
+    ``NotARegularFile``: a FIFO would block the read, a device (``/dev/zero``) never ends.
+
+    The type is checked before opening (opening some devices does something), then again
+    on the descriptor, opened non-blocking: a file swapped for a FIFO in between cannot
+    block either."""
+    _check_regular(os.stat(path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with open(os.open(path, flags | getattr(os, "O_CLOEXEC", 0)), "rb") as file:
+        _check_regular(os.fstat(file.fileno()))
+        yield file
+
+
+def read_regular_file(path: Path, limit: int, *, limit_says: str) -> bytes:
+    """The bytes of ``path``, a regular file (``open_regular_file``) of at most ``limit``
+    bytes; a bigger one is refused by its size before it is read, and the read stops one
+    byte past the limit (it may grow meanwhile).  ``limit_says`` ends the refusal's text:
+    ``more than {limit_says}``."""
+    with open_regular_file(path) as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > limit:
+            raise NotARegularFile(f"{size} bytes, more than {limit_says}")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise NotARegularFile(f"more than {limit_says}")
+    return data
 
 
 def _is_devnull(st: os.stat_result) -> bool:
@@ -174,26 +203,15 @@ def _is_devnull(st: os.stat_result) -> bool:
 
 
 def _read_config(path: Path) -> bytes:
-    """The bytes of a config file: a regular file of at most ``MAX_CONFIG_BYTES``.
-
-    The type is checked before opening (opening a FIFO for reading waits for a writer),
-    then again on the open descriptor (opened non-blocking, so a file swapped for a FIFO
-    in between cannot block either); the read stops one byte past the limit.
-    """
-    origin = str(path)
-    st = os.stat(path)
-    if _is_devnull(st):  # ``--config /dev/null``: the usual way to say "no settings file"
+    """The bytes of a config file: a regular file of at most ``MAX_CONFIG_BYTES``."""
+    if _is_devnull(os.stat(path)):  # ``--config /dev/null``: the usual "no settings file"
         return b""
-    _check_config_stat(st, origin)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    with open(os.open(path, flags | getattr(os, "O_CLOEXEC", 0)), "rb") as file:
-        _check_config_stat(os.fstat(file.fileno()), origin)
-        data = file.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:  # it grew after the check
-        raise ConfigError(
-            "the config file is more than the 1 MiB a config file may be", origin=origin
+    try:
+        return read_regular_file(
+            path, MAX_CONFIG_BYTES, limit_says="the 1 MiB a config file may be"
         )
-    return data
+    except NotARegularFile as exc:
+        raise ConfigError(f"the config file is {exc}", origin=str(path)) from None
 
 
 def read_toml(path: Path) -> dict[str, object]:

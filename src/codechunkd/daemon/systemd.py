@@ -101,8 +101,9 @@ ExecStart={exec} run
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=5
-# 2: bad settings, 5: the index is locked by another writer: restarting will not help
-RestartPreventExitStatus=2 5
+# 2: bad settings, 5: the index is locked by another writer, 8: the index is damaged
+# (`codechunkd index --rebuild` repairs it): restarting will not help
+RestartPreventExitStatus=2 5 8
 # ready = serving status and search (seconds); a first index goes on after it, in STATUS=
 TimeoutStartSec=90
 TimeoutStopSec=30
@@ -141,7 +142,7 @@ ExecStart={exec} run --config /etc/codechunkd/%i.toml
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=5
-RestartPreventExitStatus=2 5
+RestartPreventExitStatus=2 5 8
 # ready = serving status and search (seconds); a first index goes on after it, in STATUS=
 TimeoutStartSec=90
 TimeoutStopSec=30

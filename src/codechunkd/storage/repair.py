@@ -5,36 +5,44 @@ setting aside what cannot be opened and indexing again:
 
 - ``state.json`` that is not a valid copy of ``repos`` is removed (the writer
   writes it again after its next commit);
-- ``cache.sqlite`` that SQLite calls corrupt (``PRAGMA quick_check``) is renamed
-  ``cache.sqlite.corrupt-<time>`` (a healthy one is kept: its vectors are what
-  makes a rebuild cheap);
+- ``cache.sqlite`` that is no SQLite file, or that SQLite calls corrupt
+  (``PRAGMA quick_check``), is renamed ``cache.sqlite.corrupt-<time>`` (a healthy
+  one is kept: its vectors are what makes a rebuild cheap);
 - an index of a table (full-text, vector) whose files are missing or unreadable
   is dropped (the next sync builds it again);
 - a table that cannot be opened or read (a lost data file, an overwritten or
   missing manifest) is removed with the three others: ``files``, ``repos`` and
-  ``references`` describe the rows of ``chunks``, so one without the others would lie.
+  ``references`` describe the rows of ``chunks``, so one without the others would lie
+  (a file or a link in a table's place is unlinked, never what the link points to).
 
-``quick_damage`` is the cheap look ``status`` and a plain ``index`` take without
-importing LanceDB: the files the latest manifest of each table names exist, and
-the cache and state files look like what they should be.  ``table_damage``
-opens everything with LanceDB (``verify`` and ``repair``).
+``quick_damage`` is the cheap look ``status``, a plain ``index``, ``run``, a local
+``search`` and ``repair`` itself take before LanceDB or SQLite opens anything: each table
+is a directory (and is there at all while ``state.json`` lists sources), the files the
+latest manifest of each table names exist, and the cache and state files look like what
+they should be.  Every file it reads must be a regular file (``open_regular_file``): a
+FIFO would block, ``/dev/zero`` would never end.  ``table_damage`` opens everything
+with LanceDB (``verify`` and ``repair``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
+import stat
 import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codechunkd.config.loader import open_regular_file
+from codechunkd.errors import StoreError
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.objectstore import is_local
-from codechunkd.storage.statefile import state_file_damage
+from codechunkd.storage.statefile import read_index_file, read_state_file, state_file_damage
 
 if TYPE_CHECKING:
     from codechunkd.storage.store import IndexStore
@@ -69,9 +77,10 @@ def _local_root(uri: str) -> Path | None:
 
 
 def cache_header_damage(path: Path) -> str | None:
-    """Why ``cache.sqlite`` is not an SQLite file, from its first bytes."""
+    """Why ``cache.sqlite`` is not an SQLite file, from its first bytes (a FIFO, a device
+    or a directory in its place is not one either)."""
     try:
-        with path.open("rb") as f:
+        with open_regular_file(path) as f:
             head = f.read(len(_SQLITE_MAGIC))
     except FileNotFoundError:
         return None
@@ -146,7 +155,11 @@ def manifest_data_files(data: bytes) -> list[str]:
 
 def _latest_manifest(versions: Path) -> Path | None:
     """The latest manifest: V2 names count down from 2**64-1, V1 names count up."""
-    numbered = [(int(p.stem), p) for p in versions.glob("*.manifest") if p.stem.isdigit()]
+    numbered = [
+        (int(p.stem), p)
+        for p in versions.glob("*.manifest")
+        if p.stem.isascii() and p.stem.isdigit()  # not "²", which int() refuses
+    ]
     if not numbered:
         return None
     if all(n >= 1 << 63 for n, _ in numbered):
@@ -154,20 +167,29 @@ def _latest_manifest(versions: Path) -> Path | None:
     return max(numbered)[1]
 
 
-def table_dir_damage(table_dir: Path) -> str | None:
-    """Why a local ``<table>.lance`` directory cannot be opened (from its files alone)."""
-    latest = _latest_manifest(table_dir / "_versions")
+def table_dir_damage(table_dir: Path, *, again: bool = True) -> str | None:
+    """Why a local ``<table>.lance`` directory cannot be opened (from its files alone).
+
+    Damage found while a newer manifest appeared (a commit landed while we looked) is
+    looked at ``again``, once: a stray manifest that cannot be read is damage, not a loop."""
+    versions = table_dir / "_versions"
+    latest = _latest_manifest(versions)
     if latest is None:
         return "no version manifest (_versions/ is missing or empty)"
+    why = _manifest_damage(table_dir, latest)
+    if why is not None and again and _latest_manifest(versions) != latest:
+        return table_dir_damage(table_dir, again=False)
+    return why
+
+
+def _manifest_damage(table_dir: Path, manifest: Path) -> str | None:
+    """Why the table's version ``manifest`` cannot be used: unreadable (a FIFO, a device, a
+    dangling link, not a manifest), or it names a data file that is not there."""
     try:
-        names = manifest_data_files(latest.read_bytes())
-    except FileNotFoundError:  # replaced by a newer version meanwhile: look again
-        return table_dir_damage(table_dir) if latest.parent.exists() else "manifest vanished"
+        names = manifest_data_files(read_index_file(manifest))
     except (OSError, ValueError) as exc:
-        return f"unreadable manifest {latest.name} ({one_line(exc)})"
+        return f"unreadable manifest {manifest.name} ({one_line(exc)})"
     missing = [n for n in names if not (table_dir / "data" / n).is_file()]
-    if missing and _latest_manifest(table_dir / "_versions") != latest:
-        return table_dir_damage(table_dir)  # a commit landed while we looked
     if missing:
         return f"missing data file {missing[0]}" + (
             f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -183,11 +205,21 @@ def quick_damage(paths: IndexPaths) -> list[Damage]:
     if (why := cache_header_damage(paths.cache)) is not None:
         found.append(Damage("cache.sqlite", why))
     root = _local_root(paths.uri)
-    if root is not None:
-        for name in TABLES:
-            table_dir = root / f"{name}.lance"
-            if table_dir.is_dir() and (why := table_dir_damage(table_dir)) is not None:
-                found.append(Damage(table_dir.name, why, table=name))
+    if root is None:
+        return found
+    listed = bool((read_state_file(paths.state_file) or {}).get("sources"))
+    for name in TABLES:
+        table_dir = root / f"{name}.lance"
+        if table_dir.is_dir():
+            why = table_dir_damage(table_dir)
+        elif os.path.lexists(table_dir):
+            why = "not a directory"  # a file, a dangling link
+        else:  # its rows are gone while state.json says sources are indexed
+            # (not `references`: an index made before it existed has none, and reads
+            # take its absence as no references; the writer creates it)
+            why = "missing" if listed and name != "references" else None
+        if why is not None:
+            found.append(Damage(table_dir.name, why, table=name))
     return found
 
 
@@ -268,16 +300,22 @@ def cache_damage(path: Path) -> str | None:
 def repair(paths: IndexPaths) -> list[str]:
     """Set aside or drop whatever of the index cannot be used; one line per action.
 
-    Run it holding the writer lock, before opening the index for writing.
+    Run it holding the writer lock, before opening the index for writing.  What
+    ``quick_damage`` sees is dealt with before SQLite or LanceDB opens anything: a FIFO
+    where a file should be would block them.
     """
     from codechunkd.storage.store import IndexStore
 
     done: list[str] = []
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    if (why := state_file_damage(paths.state_file)) is not None:
-        paths.state_file.unlink()
-        done.append(f"removed state.json ({why}); it is written again from the index")
-    if (why := cache_damage(paths.cache)) is not None:
+    quick = quick_damage(paths)
+    seen = {d.what: d.reason for d in quick}
+    if "state.json" in seen:
+        _remove(paths.state_file)
+        done.append(
+            f"removed state.json ({seen['state.json']}); it is written again from the index"
+        )
+    if (why := seen.get("cache.sqlite") or cache_damage(paths.cache)) is not None:
         moved = _aside(paths.cache, stamp)
         for suffix in ("-wal", "-shm"):
             side = paths.cache.with_name(paths.cache.name + suffix)
@@ -285,14 +323,16 @@ def repair(paths: IndexPaths) -> list[str]:
                 _aside(side, stamp)
         done.append(f"moved cache.sqlite aside to {moved.name} ({why}); vectors are computed again")
     store = IndexStore(paths.uri, storage_options=paths.storage_options)
-    damage = table_damage(store)
-    broken_tables = [d for d in damage if d.index is None]
+    broken_tables = [d for d in quick if d.table is not None]
+    damage = [] if broken_tables else table_damage(store)
+    broken_tables += [d for d in damage if d.index is None]
     for d in damage:
         if d.index is not None and not broken_tables:
             try:
                 store.db.open_table(d.table).drop_index(d.index)
             except Exception as exc:  # noqa: BLE001 - then the table goes, below
-                broken_tables.append(Damage(d.what, f"{d.reason}; dropping it: {one_line(exc)}"))
+                why = f"{d.reason}; dropping it: {one_line(exc)}"
+                broken_tables.append(Damage(d.what, why, table=d.table))
                 continue
             done.append(f"dropped {d.what} ({d.reason}); it is built again")
     if broken_tables:
@@ -300,24 +340,38 @@ def repair(paths: IndexPaths) -> list[str]:
     return done
 
 
+def _remove(path: Path) -> bool:
+    """Remove ``path``: a directory with all it holds, anything else (a file, a FIFO, a
+    link: never what it points to) by itself.  False when there was nothing; an error is
+    a one-line ``StoreError``."""
+    try:
+        if stat.S_ISDIR(path.lstat().st_mode):
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(f"cannot remove {path}: {exc.strerror or one_line(exc)}") from exc
+    return True
+
+
 def _remove_tables(store: IndexStore, damage: list[Damage]) -> list[str]:
     """Remove every table (the damaged ones and those that describe the same rows)."""
-    done = [f"removed {d.what} ({d.reason})" for d in damage]
     root = _local_root(store.uri)
-    others = []
+    removed = []
     for name in TABLES:
         if root is not None:
-            table_dir = root / f"{name}.lance"
-            if not table_dir.exists():
-                continue
-            shutil.rmtree(table_dir)
-        else:
-            try:
-                store.db.drop_table(name)
-            except Exception:  # noqa: BLE001, S112 - absent or unreadable: nothing to keep
-                continue
-        if not any(d.table == name for d in damage):
-            others.append(f"{name}.lance")
+            if _remove(root / f"{name}.lance"):
+                removed.append(name)
+            continue
+        try:
+            store.db.drop_table(name)
+        except Exception:  # noqa: BLE001, S112 - absent or unreadable: nothing to keep
+            continue
+        removed.append(name)
+    done = [f"removed {d}" if d.table in removed else str(d) for d in damage]
+    others = [f"{n}.lance" for n in removed if not any(d.table == n for d in damage)]
     if others:
         done.append(
             f"removed {', '.join(others)} with it; every source is indexed again "

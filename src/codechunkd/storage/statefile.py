@@ -1,6 +1,6 @@
 """``state.json``: the copy of ``repos`` that ``status`` reads, its row type, and its checks.
 
-Standard library only, kept apart from ``store`` (which imports pyarrow and LanceDB):
+No third-party import, kept apart from ``store`` (which imports pyarrow and LanceDB):
 ``codechunkd status`` without a daemon, the damage checks and the MCP server read it
 for free.  The writer (``IndexStore.write_state_file``) mirrors ``repos`` here after
 every state change, atomically.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codechunkd import atomicfile
+from codechunkd.config.loader import read_regular_file
 from codechunkd.storage._errors import one_line
 from codechunkd.types import BlobId
 
@@ -73,27 +74,69 @@ def write_state_file(
     atomicfile.write_text(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
+MAX_INDEX_FILE_BYTES = 256 << 20
+"""The largest ``state.json`` or manifest read: far above a real one, and a bound keeps a
+huge file from filling memory."""
+
+
+def read_index_file(path: Path) -> bytes:
+    """A small file of the index (``state.json``, a table's manifest): a regular file of at
+    most ``MAX_INDEX_FILE_BYTES``; a FIFO or a device in its place is ``OSError``, not a hang
+    or a full memory."""
+    return read_regular_file(path, MAX_INDEX_FILE_BYTES, limit_says="the 256 MiB allowed")
+
+
+_STR, _OPT_STR, _INT = (str,), (str, type(None)), (int,)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "source": _STR,
+    "kind": _STR,
+    "repo": _STR,
+    "git_dir": _STR,
+    "ref": _OPT_STR,
+    "branch": _STR,
+    "commit": _OPT_STR,
+    "pending": _OPT_STR,
+    "files": _INT,
+    # optional: checked when present
+    "chunks": _INT,
+    "dirty": (dict,),
+    "fingerprint": _STR,
+    "embedding_model": _STR,
+    "updated_at": _OPT_STR,
+}
+"""The JSON types of a source entry's fields (``state_to_json``): exact, so ``true`` is no
+number."""
+
+
 def read_state_file(path: Path) -> dict[str, Any] | None:
     """``state.json``, or None when it is absent or not a valid state document."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and state_file_damage(path) is None else None
+    doc, why = _load(path)
+    return doc if why is None else None
 
 
 def state_file_damage(path: Path) -> str | None:
     """Why ``state.json`` is not a usable copy of ``repos`` (None: it is, or it is absent)."""
+    return _load(path)[1]
+
+
+def _load(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the document, None), (None, why it is damaged), or (None, None) when it is absent."""
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(read_index_file(path))
     except FileNotFoundError:
-        return None
+        return None, None
     except (OSError, ValueError) as exc:
-        return f"unreadable ({one_line(exc)})"
+        return None, f"unreadable ({one_line(exc)})"
     sources = doc.get("sources") if isinstance(doc, dict) else None
     if not isinstance(sources, list):
-        return "not a state document (no list of sources)"
+        return None, "not a state document (no list of sources)"
     for s in sources:
         if not isinstance(s, dict) or any(k not in s for k in _STATE_KEYS):
-            return "a source entry lacks its fields"
-    return None
+            return None, "a source entry lacks its fields"
+        for key, value in s.items():
+            types = _FIELD_TYPES.get(key)
+            if types is not None and type(value) not in types:
+                return None, f"a source entry's {key!r} has the wrong type ({type(value).__name__})"
+            if isinstance(value, str) and "\0" in value:
+                return None, f"a source entry's {key!r} holds a NUL character"
+    return doc, None
