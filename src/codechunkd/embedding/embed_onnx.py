@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd import atomicfile, logs
+from codechunkd.config.loader import read_regular_file
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.embedding.batching import length_batches
@@ -413,13 +414,11 @@ def calibrated_layout(
     (a damaged file, or one from other settings) is measured again.
     """
     try:
-        if cache.is_file():  # not a FIFO, not /dev/zero
-            with cache.open("rb") as f:
-                chosen = json.loads(f.read(1 << 16))
-            cached = SessionLayout(int(chosen["sessions"]), int(chosen["threads"]))
-            if cached in candidates:  # a damaged or edited file (0 sessions) is measured again
-                return cached
-    except (OSError, ValueError, KeyError, TypeError):
+        chosen = json.loads(read_regular_file(cache, 1 << 16, limit_says="64 KiB"))
+        cached = SessionLayout(int(chosen["sessions"]), int(chosen["threads"]))
+        if cached in candidates:  # a damaged or edited file (0 sessions) is measured again
+            return cached
+    except (OSError, ValueError, KeyError, TypeError):  # OSError: none, a FIFO, /dev/zero
         pass
     most = max(c.sessions * c.threads for c in candidates)
     texts = sample_code_texts(max(48, 4 * most))

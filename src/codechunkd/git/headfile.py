@@ -12,11 +12,10 @@ asks pygit2, which knows every case.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
-from typing import BinaryIO
+
+from codechunkd.config.loader import open_regular_file
 
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _MAX = 4096
@@ -25,28 +24,9 @@ _REFTABLE = "refs/heads/.invalid"
 """What ``HEAD`` says in a repository whose refs are in the reftable format."""
 
 
-def _regular(path: Path) -> BinaryIO | None:
-    """``path`` opened for reading when it is a regular file, else None: a FIFO in a ref's
-    place would wait for a writer for ever, ``/dev/zero`` never ends."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return os.fdopen(fd, "rb")
-    except OSError:
-        pass
-    os.close(fd)
-    return None
-
-
 def _small(path: Path) -> str | None:
-    f = _regular(path)
-    if f is None:
-        return None
-    try:
-        with f:
+    try:  # a regular file only: a FIFO in a ref's place would wait for a writer for ever
+        with open_regular_file(path) as f:
             data = f.read(_MAX + 1)
     except OSError:
         return None
@@ -64,12 +44,9 @@ def _common_dir(git_dir: Path) -> Path:
 
 
 def _packed(common: Path, name: str) -> str | None:
-    f = _regular(common / "packed-refs")
-    if f is None:
-        return None
     want = name.encode("utf-8", "surrogateescape")
-    try:
-        with f:
+    try:  # not /dev/zero, read line by line for ever
+        with open_regular_file(common / "packed-refs") as f:
             for line in f:
                 oid, _, ref = line.rstrip(b"\n").partition(b" ")
                 if ref == want and _OID.fullmatch(oid.decode("ascii", "replace")):
