@@ -359,3 +359,54 @@ def test_a_glitch_answer_does_not_fix_the_learned_dimension() -> None:
         vectors = learner.embed(["a"])
         assert learner.dimension == 8
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), [1.0], atol=1e-6)
+
+
+def _vectors_for_each_text(conn: socket.socket, request: bytes) -> None:
+    """A sane embeddings server: one 8-wide vector per text of the request, model "m"."""
+    texts = json.loads(request.partition(b"\r\n\r\n")[2])["input"]
+    rows = [{"index": i, "embedding": [1.0, *[(i % 7) / 10] * 7]} for i in range(len(texts))]
+    answer(200, json.dumps({"model": "m", "data": rows}).encode())(conn, request)
+
+
+def test_a_search_without_a_daemon_whose_embedding_fails_prints_no_traceback(
+    tmp_path: Any,
+) -> None:
+    """`codechunkd search` with no daemon warms the query model on a thread while the index
+    opens: an embedding server failing then printed that thread's traceback ("Exception in
+    thread") before the search's own one-line error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import Repo
+
+    repo = Repo(tmp_path / "repo")
+    repo.write("m.py", 'def add_numbers(a, b):\n    """Add two numbers."""\n    return a + b\n')
+    repo.commit()
+    exe = str(Path(sys.executable).parent / "codechunkd")
+    env = {
+        **__import__("os").environ,
+        "CODECHUNKD_INDEX_DIR": str(tmp_path / "index"),
+        "CODECHUNKD_EMBEDDING_BACKEND": "remote",
+        "CODECHUNKD_EMBEDDING_REMOTE_MODEL": "m",
+        "CODECHUNKD_EMBEDDING_REMOTE_DIMENSION": "8",
+        "CODECHUNKD_EMBEDDING_TIMEOUT": "5",
+        "CODECHUNKD_EMBEDDING_RETRIES": "0",
+    }
+
+    def cli(*argv: str, url: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [exe, *argv],
+            env={**env, "CODECHUNKD_EMBEDDING_REMOTE_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    with Peer(_vectors_for_each_text) as good:
+        done = cli("index", str(repo.path), url=good.url)
+        assert done.returncode == 0, done.stderr
+    with Peer(answer(500, b'{"error": {"message": "down"}}')) as bad:
+        done = cli("search", "add_numbers", url=bad.url)
+    assert done.returncode == 6, done  # an embedding error, said once
+    assert done.stderr.count("\n") == 1 and "HTTP 500 down" in done.stderr, done.stderr

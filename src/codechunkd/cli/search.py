@@ -10,6 +10,7 @@ command), and must not rank or filter hits itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -151,7 +152,7 @@ def _search_here(
     embedder = None
     if req.mode != "text":
         embedder = query_embedder(settings)
-        warm = threading.Thread(target=embedder.embed, args=([req.query],), daemon=True)
+        warm = threading.Thread(target=_warm_up, args=(embedder, req.query), daemon=True)
         warm.start()
     index = open_index(settings=settings, embedder=embedder)
     if warm is not None:
@@ -159,6 +160,14 @@ def _search_here(
     hits = [h.as_dict() for h in index.run(req)]
     cov = index.coverage(repo=req.repo)
     return hits, (None if cov.complete else {"coverage": {**cov.as_dict(), "text": cov.text()}})
+
+
+def _warm_up(embedder: Any, query: str) -> None:
+    """Load the query model (and embed the query) while the index opens.  A failure is left
+    to the search, which embeds the query again and says what went wrong in one line (a
+    thread's exception printed a traceback)."""
+    with contextlib.suppress(Exception):
+        embedder.embed([query])
 
 
 def cmd_search(args: argparse.Namespace) -> int:
