@@ -154,6 +154,23 @@ def test_status_and_run_refuse_a_hostile_runtime_directory(repo: Repo, tmp_path:
     assert list(hostile.iterdir()) == []
 
 
+def test_add_with_an_untrusted_runtime_directory_says_the_source_was_added(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """`add` writes the list, then cannot trust the socket's directory to tell a daemon:
+    it says both (exit 2), instead of only the refusal, which read as "nothing added"."""
+    repo.write("a.py", "A = 1\n")
+    repo.commit()
+    index = tmp_path / "index"
+    loose = runtime_dir()
+    loose.mkdir(mode=0o777)
+    loose.chmod(0o777)
+    done = run_cli("add", str(repo.path), "--index-dir", str(index))
+    assert done.returncode == 2, done
+    assert f"added {repo.path.resolve()}; the daemon was not told (not trusting" in done.stdout
+    assert str(repo.path.resolve()) in (index / "_codechunkd" / "sources.json").read_text()
+
+
 @pytest.mark.parametrize("where", ["a file", "under /proc", "/dev/null"])
 def test_a_runtime_directory_that_cannot_be_made_is_one_line(
     repo: Repo, tmp_path: Path, where: str

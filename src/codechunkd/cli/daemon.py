@@ -84,6 +84,7 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
         request,
         write_sources,
     )
+    from codechunkd.errors import ConfigError
     from codechunkd.storage.layout import IndexPaths
 
     paths = IndexPaths.of(common.settings(args))
@@ -108,6 +109,9 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
         running = "; the running daemon follows"
     except DaemonUnavailable:
         running = "; no daemon is running"
+    except ConfigError as exc:  # an untrusted socket directory: the list is written anyway
+        print(f"{'added' if add else 'removed'} {spec}; the daemon was not told ({exc})")
+        return 2
     print(f"{'added' if add else 'removed'} {spec}{running}")
     return 0
 
