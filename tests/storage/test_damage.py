@@ -134,23 +134,6 @@ def _one_line_error(done: subprocess.CompletedProcess[str]) -> None:
             assert "codechunkd index --rebuild" in lines[0]
 
 
-@pytest.fixture(scope="module")
-def indexed(
-    tmp_path_factory: pytest.TempPathFactory, module_isolated: None, exported_model: Path
-) -> tuple[Repo, Path]:
-    """The repository and its healthy index, made once.  The index names its repository by
-    path, so every case's copy of the index shares this one repository (which no case
-    changes)."""
-    base = tmp_path_factory.mktemp("damage")
-    repo = Repo(base / "repo")
-    repo.write("geo.py", "def haversine(a, b):\n    return great_circle(a, b)\n")
-    repo.write("text.py", "class Slug:\n    def make(self, t):\n        return t.lower()\n")
-    repo.commit("init")
-    done = _run("index", str(repo.path), index=base / "index")
-    assert done.returncode == 0, done.stderr
-    return repo, base / "index"
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_damage_gives_one_line_errors_and_rebuild_recovers(
     case: str, indexed: tuple[Repo, Path], tmp_path: Path

@@ -89,21 +89,6 @@ def _rebuilt(repo: Repo, ix: Path) -> str:
     return done.stderr
 
 
-@pytest.fixture(scope="module")
-def indexed(
-    tmp_path_factory: pytest.TempPathFactory, module_isolated: None, exported_model: Path
-) -> tuple[Repo, Path]:
-    """The repository and its healthy index, made once (no case changes the repository)."""
-    base = tmp_path_factory.mktemp("damaged-files")
-    repo = Repo(base / "repo")
-    repo.write("geo.py", "def haversine(a, b):\n    return great_circle(a, b)\n")
-    repo.write("text.py", "class Slug:\n    def make(self, t):\n        return t.lower()\n")
-    repo.commit("init")
-    done = _run("index", str(repo.path), index=base / "index")
-    assert done.returncode == 0, done.stderr
-    return repo, base / "index"
-
-
 @pytest.fixture
 def ix(indexed: tuple[Repo, Path], tmp_path: Path) -> Path:
     """This test's own copy of the healthy index."""
