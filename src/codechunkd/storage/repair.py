@@ -42,7 +42,7 @@ from codechunkd.errors import StoreError
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.objectstore import is_local
-from codechunkd.storage.statefile import read_index_file, read_state_file, state_file_damage
+from codechunkd.storage.statefile import load_state_file, read_index_file
 
 if TYPE_CHECKING:
     from codechunkd.storage.store import IndexStore
@@ -200,14 +200,15 @@ def _manifest_damage(table_dir: Path, manifest: Path) -> str | None:
 def quick_damage(paths: IndexPaths) -> list[Damage]:
     """What is visibly damaged, without importing LanceDB (milliseconds: for ``status``)."""
     found: list[Damage] = []
-    if (why := state_file_damage(paths.state_file)) is not None:
+    state, why = load_state_file(paths.state_file)  # read once: its damage, its sources
+    if why is not None:
         found.append(Damage("state.json", why))
     if (why := cache_header_damage(paths.cache)) is not None:
         found.append(Damage("cache.sqlite", why))
     root = _local_root(paths.uri)
     if root is None:
         return found
-    listed = bool((read_state_file(paths.state_file) or {}).get("sources"))
+    listed = bool((state or {}).get("sources"))
     for name in TABLES:
         table_dir = root / f"{name}.lance"
         if table_dir.is_dir():

@@ -110,16 +110,16 @@ number."""
 
 def read_state_file(path: Path) -> dict[str, Any] | None:
     """``state.json``, or None when it is absent or not a valid state document."""
-    doc, why = _load(path)
+    doc, why = load_state_file(path)
     return doc if why is None else None
 
 
 def state_file_damage(path: Path) -> str | None:
     """Why ``state.json`` is not a usable copy of ``repos`` (None: it is, or it is absent)."""
-    return _load(path)[1]
+    return load_state_file(path)[1]
 
 
-def _load(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def load_state_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(the document, None), (None, why it is damaged), or (None, None) when it is absent."""
     try:
         doc = json.loads(read_index_file(path))
