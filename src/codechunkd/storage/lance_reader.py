@@ -34,6 +34,7 @@ from codechunkd.storage.objectstore import failure_reason, is_local
 from codechunkd.storage.rows import in_list
 from codechunkd.storage.statefile import SourceState
 from codechunkd.storage.store import IndexStore
+from codechunkd.storage.tables import not_made
 
 os.environ.setdefault("LANCE_LOG", "error")  # Lance's Rust WARN lines, outside structlog
 
@@ -113,8 +114,8 @@ class LanceReader:
             reason = None if is_local(self.uri) else failure_reason(text)
             if reason:
                 raise StoreError(f"cannot open the index at {self.uri}: {reason}") from None
-            if not is_local(self.uri) and "not found" in text.lower():
-                return None  # no such table (yet) in the bucket
+            if not_made(self.uri, name, exc):
+                return None  # no such table (yet): none listed, or listed before its manifest
             raise translate(exc, f"opening a table in {self.uri}", damage=True) from exc
         schema = ds.schema
         if not schema.names:

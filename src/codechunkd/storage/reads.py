@@ -32,9 +32,10 @@ class Reads(Tables):
         self, where: str | None, columns: Sequence[str], *, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Rows of ``chunks`` matching a filter (no ranking)."""
-        if not self.has_chunks():
+        tbl = self._table(S.CHUNKS)
+        if tbl is None:
             return []
-        q = self._open(S.CHUNKS).search()
+        q = tbl.search()
         if where:
             q = q.where(where)
         rows: list[dict[str, Any]] = q.select(list(columns)).limit(limit).to_list()
@@ -74,27 +75,28 @@ class Reads(Tables):
     @translating("counting rows")
     def count_chunks(self, where: str | None = None) -> int:
         """Rows of ``chunks`` matching ``where`` (0 without a table)."""
-        return int(self._open(S.CHUNKS).count_rows(where)) if self.has_chunks() else 0
+        tbl = self._table(S.CHUNKS)
+        return 0 if tbl is None else int(tbl.count_rows(where))
 
     @translating("reading a table")
     def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]:
         """(table version, the columns of every ``references`` row); (0, empty) without one."""
-        if S.REFERENCES not in self.table_names():
+        tbl = self._table(S.REFERENCES)
+        if tbl is None:
             return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
-        tbl = self._open(S.REFERENCES)
         return int(tbl.version), self._scan(S.REFERENCES, None, columns)
 
     @translating("reading the table version")
     def references_version(self) -> int:
-        if S.REFERENCES not in self.table_names():
-            return 0
-        return int(self._open(S.REFERENCES).version)
+        tbl = self._table(S.REFERENCES)
+        return 0 if tbl is None else int(tbl.version)
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:
-        if name not in self.table_names():
+        tbl = self._table(name)
+        if tbl is None:
             return pa.table({c: [] for c in columns})
-        q = self._open(name).search()
+        q = tbl.search()
         if where:
             q = q.where(where)
         return q.select(list(columns)).limit(None).to_arrow()
@@ -131,9 +133,9 @@ class Reads(Tables):
         """Rows of ``source`` whose vector is no embedding (NaN, infinite, all zeros; see
         ``vector_problems``): ``verify`` counts them, a rebuild embeds them again.  Reads the
         vectors a batch at a time."""
-        if S.CHUNKS not in self.table_names():
+        tbl = self._table(S.CHUNKS)
+        if tbl is None:
             return 0
-        tbl = self._open(S.CHUNKS)
         dim = tbl.schema.field("vector").type.list_size
         # a NULL vector is one not filled in yet (storage/coverage.py), not a bad one
         where = f"source = {quote(source)} AND embedding_model IS NOT NULL"
@@ -181,17 +183,16 @@ class Reads(Tables):
     @translating("counting rows")
     def rows(self) -> int:
         """Rows of ``chunks`` (all sources; from the table's metadata)."""
-        return int(self._open(S.CHUNKS).count_rows()) if self.has_chunks() else 0
+        tbl = self._table(S.CHUNKS)
+        return 0 if tbl is None else int(tbl.count_rows())
 
     @translating("counting rows")
     def count(self, source: SourceId | None = None) -> tuple[int, int]:
         """(files, chunks) in the index, for one source or all."""
         where = f"source = {quote(source)}" if source else None
         files = chunks = 0
-        if S.FILES in self.table_names():
-            files = self._open(S.FILES).count_rows(
-                (where + " AND " if where else "") + "skip_reason IS NULL"
-            )
-        if S.CHUNKS in self.table_names():
-            chunks = self._open(S.CHUNKS).count_rows(where)
+        if (tbl := self._table(S.FILES)) is not None:
+            files = tbl.count_rows((where + " AND " if where else "") + "skip_reason IS NULL")
+        if (tbl := self._table(S.CHUNKS)) is not None:
+            chunks = tbl.count_rows(where)
         return files, chunks

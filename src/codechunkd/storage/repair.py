@@ -167,6 +167,9 @@ def _latest_manifest(versions: Path) -> Path | None:
     return max(numbered)[1]
 
 
+NOT_MADE = "no version manifest (_versions/ is missing or empty)"
+
+
 def table_dir_damage(table_dir: Path, *, again: bool = True) -> str | None:
     """Why a local ``<table>.lance`` directory cannot be opened (from its files alone).
 
@@ -175,7 +178,7 @@ def table_dir_damage(table_dir: Path, *, again: bool = True) -> str | None:
     versions = table_dir / "_versions"
     latest = _latest_manifest(versions)
     if latest is None:
-        return "no version manifest (_versions/ is missing or empty)"
+        return NOT_MADE
     why = _manifest_damage(table_dir, latest)
     if why is not None and again and _latest_manifest(versions) != latest:
         return table_dir_damage(table_dir, again=False)
@@ -211,14 +214,18 @@ def quick_damage(paths: IndexPaths) -> list[Damage]:
     listed = bool((state or {}).get("sources"))
     for name in TABLES:
         table_dir = root / f"{name}.lance"
+        # its rows are gone while state.json says sources are indexed (not `references`:
+        # an index made before it existed has none, and reads take its absence as no
+        # references; the writer creates it)
+        needed = listed and name != "references"
         if table_dir.is_dir():
             why = table_dir_damage(table_dir)
+            if why == NOT_MADE and not needed:
+                why = None  # a table being made (or whose making a crash cut): no table yet
         elif os.path.lexists(table_dir):
             why = "not a directory"  # a file, a dangling link
-        else:  # its rows are gone while state.json says sources are indexed
-            # (not `references`: an index made before it existed has none, and reads
-            # take its absence as no references; the writer creates it)
-            why = "missing" if listed and name != "references" else None
+        else:
+            why = "missing" if needed else None
         if why is not None:
             found.append(Damage(table_dir.name, why, table=name))
     return found

@@ -26,6 +26,31 @@ from codechunkd.storage.objectstore import failure_reason, is_local
 os.environ.setdefault("LANCEDB_LOG", "error")  # silence Rust WARN lines outside structlog
 
 
+class TableNotMade(IndexDamaged):
+    """A table listed before its first version: a writer creating it lists its folder
+    before the manifest lands (on S3 too), and one that crashed there leaves it so.  Like
+    a missing table, not damage, to readers (``Tables._table``) and to the writer, which
+    makes it; damage only where a table is needed at once (``_open``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"table {name!r} has no version yet (_versions/ is missing or empty)")
+
+
+def not_made(uri: str, name: str, exc: BaseException) -> bool:
+    """Whether ``exc``, from opening table ``name`` at ``uri``, says it has no version yet:
+    locally, its ``_versions/`` holds no manifest; in an object store (one listing is all
+    there is), LanceDB says "not found"."""
+    if not is_local(uri):
+        return "not found" in str(exc).lower()
+    versions = Path(uri.removeprefix("file://")) / f"{name}.lance" / "_versions"
+    try:
+        return not any(p.suffix == ".manifest" for p in versions.iterdir())
+    except FileNotFoundError:
+        return True
+    except OSError:  # not a directory, unreadable: damage
+        return False
+
+
 class Tables:
     """The tables of one index directory."""
 
@@ -61,7 +86,17 @@ class Tables:
         return list(self.db.list_tables().tables)
 
     def has_chunks(self) -> bool:
-        return S.CHUNKS in self.table_names()
+        return self._table(S.CHUNKS) is not None
+
+    def _table(self, name: str) -> Any | None:
+        """The table, or None while there is none: not listed, or listed before its first
+        version (``TableNotMade``), which readers and the next writer take as no table."""
+        if name not in self.table_names():  # listed each time: a rebuild drops tables
+            return None
+        try:
+            return self._open(name)
+        except TableNotMade:
+            return None
 
     @translating("opening a table", damage=True)
     def _open(self, name: str) -> Any:
@@ -70,7 +105,12 @@ class Tables:
         short, garbled or zeroed reads as all kinds of LanceDB errors, or as no columns."""
         tbl = self._tables.get(name)
         if tbl is None:
-            tbl = self.db.open_table(name)
+            try:
+                tbl = self.db.open_table(name)
+            except Exception as exc:
+                if not_made(self.uri, name, exc):
+                    raise TableNotMade(name) from exc
+                raise
             schema = tbl.schema
             if not schema.names:
                 raise IndexDamaged(f"table {name!r} has no columns: its manifest is unreadable")
@@ -82,7 +122,7 @@ class Tables:
 
     @translating("creating a table")
     def _ensure(self, name: str, schema: pa.Schema) -> Any:
-        if name not in self._tables and name not in self.table_names():
+        if self._table(name) is None:  # none, or one whose creation never ended: made now
             self._tables[name] = self.db.create_table(name, schema=schema, exist_ok=True)
         tbl = self._open(name)
         if tbl.schema.names != schema.names:  # same version number, other columns: refuse
@@ -102,9 +142,9 @@ class Tables:
     @translating("reading the table schema")
     def index_model(self) -> tuple[str, int] | None:
         """(model id, dimension) of the vectors in the index, if it has any table."""
-        if not self.has_chunks():
+        tbl = self._table(S.CHUNKS)
+        if tbl is None:
             return None
-        tbl = self._open(S.CHUNKS)
         meta = tbl.schema.metadata or {}
         dim = tbl.schema.field("vector").type.list_size
         return meta.get(S.META_MODEL, b"").decode(), int(dim)
@@ -116,8 +156,9 @@ class Tables:
 
     @translating("dropping the tables")
     def drop_all(self) -> None:
+        listed = self.table_names()
         for name in (S.CHUNKS, S.FILES, S.REPOS, S.REFERENCES):
-            if name in self.table_names():
+            if name in listed:
                 self.db.drop_table(name)
         self._tables.clear()
 
@@ -128,7 +169,8 @@ class Tables:
 
     @translating("listing indexes")
     def _indices(self) -> list[Any]:
-        return list(self._open(S.CHUNKS).list_indices()) if self.has_chunks() else []
+        tbl = self._table(S.CHUNKS)
+        return [] if tbl is None else list(tbl.list_indices())
 
     def size_bytes(self) -> int | None:
         if not is_local(self.uri):

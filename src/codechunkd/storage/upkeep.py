@@ -213,13 +213,13 @@ class Upkeep(Tables):
                 self.index_text()
                 crashpoint("fold.indexed")
                 tbl.to_lance().cleanup_old_versions(older_than=keep)
-            if S.REFERENCES in self.table_names():  # many small rows: compacted as chunks
-                refs = self._open(S.REFERENCES).to_lance()
+            if (refs_tbl := self._table(S.REFERENCES)) is not None:  # compacted as chunks
+                refs = refs_tbl.to_lance()
                 refs.optimize.compact_files(target_rows_per_fragment=fragment_rows, num_threads=1)
                 refs.cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
-                if name in self.table_names():
-                    self._open(name).optimize(cleanup_older_than=keep)
+                if (small := self._table(name)) is not None:
+                    small.optimize(cleanup_older_than=keep)
             crashpoint("fold.after")
         except Exception as exc:
             raise translate(exc, f"compacting the index {self.uri}") from exc

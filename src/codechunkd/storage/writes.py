@@ -172,6 +172,6 @@ class Writes(Reads):
         self.write_state_file(without=source)
         where = f"source = {quote(source)}"
         for name in (S.REPOS, S.FILES, S.REFERENCES, S.CHUNKS):
-            if name in self.table_names():
+            if (tbl := self._table(name)) is not None:
                 crashpoint(f"remove_source.{name}")
-                self._open(name).delete(where)
+                tbl.delete(where)
