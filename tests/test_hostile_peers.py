@@ -125,6 +125,18 @@ def trickle(stop: threading.Event, seconds: float) -> Reply:
     return reply
 
 
+def continues(stop: threading.Event, seconds: float) -> Reply:
+    """``100 Continue`` every 0.2 s, for ``seconds``: ``http.client`` skips any number of
+    them, each within the socket's timeout, before the real status line."""
+
+    def reply(conn: socket.socket, request: bytes) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not stop.wait(0.2):
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    return reply
+
+
 def embeddings(vectors: list[list[float]]) -> Reply:
     data = [{"index": i, "embedding": v} for i, v in enumerate(vectors)]
     return answer(200, json.dumps({"model": "m", "data": data}).encode())
@@ -252,11 +264,15 @@ def test_a_retry_after_of_a_day_pauses_the_chat_client_no_longer_than_its_longes
 # -- 4: an attempt ends within its timeout -----------------------------------------------
 
 
-def test_a_trickled_answer_times_out_within_the_timeout(stop: threading.Event) -> None:
-    """A body sent a byte at a time kept a call with timeout = 1 s waiting as long as the
-    server went on (every socket read got its byte in time); the lease's renewal thread
-    with it, and ``release()`` joined that thread with no limit."""
-    with Peer(trickle(stop, 15)) as peer:
+@pytest.mark.parametrize("hold", [trickle, continues])
+def test_a_trickled_answer_times_out_within_the_timeout(
+    hold: Callable[[threading.Event, float], Reply], stop: threading.Event
+) -> None:
+    """A body sent a byte at a time, or endless interim ``100 Continue`` answers ahead of
+    the status, kept a call with timeout = 1 s waiting as long as the server went on (every
+    socket read got its bytes in time); the lease's renewal thread with it, and
+    ``release()`` joined that thread with no limit."""
+    with Peer(hold(stop, 15)) as peer:
         for call, error in [
             (lambda: embedder(peer).embed(["a"]), EmbeddingError),
             (
@@ -266,11 +282,11 @@ def test_a_trickled_answer_times_out_within_the_timeout(stop: threading.Event) -
             (lambda: lease(peer).holder(), StoreError),
         ]:
             started = time.monotonic()
-            with pytest.raises(error, match=r"timed out|took longer"):
+            with pytest.raises(error, match=r"timed out|took longer|100 Continue"):
                 call()
             assert time.monotonic() - started < 4
     taken = answer(200, b"", ETag='"e1"')
-    with Peer(taken, trickle(stop, 15)) as peer:
+    with Peer(taken, hold(stop, 15)) as peer:
         held = lease(peer, ttl=1.5)  # renewed every 0.5 s
         held.acquire()
         while len(peer.requests) < 2:  # the renewal is reading the trickle

@@ -9,7 +9,8 @@ caller's longest delay, never longer).
 
 A peer is not trusted to be sane: ``read_capped`` reads every body in bounded pieces, at
 most ``MAX_ANSWER_BYTES`` of an answer (``MAX_ERROR_BYTES`` of an error's), and no attempt
-outlives its timeout however slowly the body trickles in.
+outlives its timeout however slowly the body trickles in, nor however many interim
+``100 Continue`` answers come ahead of it (``BoundedResponse``).
 
 The API key goes to the configured endpoint only: redirects are never followed
 (a 3xx is a final error naming where it pointed: a bearer token must not follow
@@ -25,13 +26,14 @@ import http.client
 import json
 import math
 import random
+import socket
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from codechunkd import logs
 from codechunkd.errors import ConfigError
@@ -188,6 +190,46 @@ def backoff(attempt: int, asked: float | None, *, base: float, limit: float) -> 
     return min(delay, limit)
 
 
+class EndlessInterim(http.client.HTTPException):
+    """Interim ``100 Continue`` answers for longer than the socket's timeout."""
+
+
+class BoundedResponse(http.client.HTTPResponse):
+    """An answer whose interim ``100 Continue``s end within the socket's timeout.
+
+    ``http.client`` skips any number of them before the real status line, so a peer that
+    sent one every half second, each within the socket timeout, held a request for ever.
+    """
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self._until = time.monotonic() + (sock.gettimeout() or 60.0)
+
+    def _read_status(self) -> tuple[str, int, str]:
+        status: tuple[str, int, str] = super()._read_status()  # type: ignore[misc]
+        if status[1] == http.client.CONTINUE and time.monotonic() > self._until:
+            raise EndlessInterim("interim 100 Continue answers past the timeout")
+        return status
+
+
+class Connection(http.client.HTTPConnection):
+    response_class = BoundedResponse
+
+
+class TLSConnection(http.client.HTTPSConnection):
+    response_class = BoundedResponse
+
+
+class _Http(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(Connection, req)
+
+
+class _Https(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(TLSConnection, req)
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Follow no redirect: the 3xx reaches ``post_json`` as an ``HTTPError``."""
 
@@ -195,7 +237,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+_OPENER = urllib.request.build_opener(_NoRedirect, _Http, _Https)
 
 
 def scrub(text: str, key: str | None) -> str:
@@ -272,6 +314,8 @@ def post_json(
         raise fail(scrub(str(exc.reason), key)) from None
     except TimeoutError:
         raise Retryable(f"timed out after {timeout} s") from None
+    except EndlessInterim as exc:
+        raise Retryable(str(exc)) from None
     except http.client.HTTPException as exc:  # IncompleteRead: the body was cut short
         raise Retryable(f"answer cut short ({type(exc).__name__})") from None
     except OSError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import http.client
 import os
 import time
 import urllib.parse
@@ -25,7 +26,13 @@ from dataclasses import dataclass, field
 
 from codechunkd.config.settings import ObjectStoreSettings
 from codechunkd.errors import ConfigError, StoreError
-from codechunkd.httpclient import MAX_ERROR_BYTES, TooLarge, read_capped
+from codechunkd.httpclient import (
+    MAX_ERROR_BYTES,
+    Connection,
+    TLSConnection,
+    TooLarge,
+    read_capped,
+)
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -157,9 +164,7 @@ class S3Client:
         path = f"{self.prefix}/{urllib.parse.quote(key, safe='/-_.~')}"
         hdrs = {k.lower(): v for k, v in (headers or {}).items()}
         hdrs.update(self._sign(method, path, body, hdrs))
-        import http.client  # only for an s3:// index: status on a directory skips it
-
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        cls = TLSConnection if self.https else Connection
         conn = cls(self.host, timeout=self.timeout)
         try:
             conn.request(method, path, body=body or None, headers=hdrs)
