@@ -102,3 +102,50 @@ def test_a_fifo_or_an_endless_device_in_place_of_a_ref_file_is_left_to_pygit2(
         [sys.executable, "-c", probe, str(git)], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.split() == ["None", "None"], done
+
+
+def test_a_fifo_in_a_refs_place_is_a_repository_error_not_a_hang(repo: Repo) -> None:
+    """A loose ref that is a FIFO: libgit2 (like git) opened it and waited for a writer for
+    ever, so `index` hung at the first look at HEAD.  Now it is a one-line error, whether
+    the FIFO is the branch HEAD names or a branch a ref source names.  (A FIFO as HEAD
+    itself: libgit2 does not take the folder for a repository.)"""
+    import os
+    import subprocess
+    import sys
+
+    repo.write("a.py", "x = 1\n")
+    repo.commit("one")
+    git = Path(_git_dir(repo.path))
+    probe = (
+        "import sys\n"
+        "from codechunkd.errors import RepoError\n"
+        "from codechunkd.git.changes import GitSource\n"
+        "try:\n"
+        "    GitSource(sys.argv[1], ref=sys.argv[2] or None).head()\n"
+        "except RepoError as exc:\n"
+        "    print(exc)\n"
+    )
+
+    def head_error(ref: str = "") -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(repo.path), ref],
+            capture_output=True,
+            text=True,
+            timeout=60,  # a hang (the bug) fails here, far above the ~0.3 s it takes
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    repo.git("branch", "feature")
+    for name, ref in [("refs/heads/main", ""), ("refs/heads/feature", "feature")]:
+        (git / name).unlink()
+        os.mkfifo(git / name)
+        assert f"{git / name} is not a regular file" in head_error(ref)
+    indexed = subprocess.run(
+        [str(Path(sys.executable).with_name("codechunkd")), "index", str(repo.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert indexed.returncode == 3 and "is not a regular file" in indexed.stderr, indexed
+    assert len(indexed.stderr.strip().splitlines()) == 1, indexed.stderr

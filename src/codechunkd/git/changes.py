@@ -44,6 +44,7 @@ from pygit2.enums import FileMode, FileStatus, ObjectType
 from codechunkd.display import printable
 from codechunkd.errors import NotAGitRepo, RefNotFound, RepoError
 from codechunkd.git import worktree
+from codechunkd.git.headfile import odd_ref_file
 from codechunkd.types import BlobId, CommitId, SourceId
 
 _GITLINK = int(FileMode.COMMIT)
@@ -234,14 +235,24 @@ class GitSource:
             target = head.target if head is not None else None
             return target if isinstance(target, str) else "HEAD"
         for candidate in (ref, f"refs/heads/{ref}", f"refs/remotes/{ref}", f"refs/tags/{ref}"):
+            self._refuse_odd_ref_file(candidate)
             if candidate in self.repo.references:
                 return candidate
         raise RefNotFound(self.repo.path, ref)
 
     # -- HEAD -------------------------------------------------------------
 
+    def _refuse_odd_ref_file(self, ref: str | None) -> None:
+        odd = odd_ref_file(self.repo.path, ref)
+        if odd is not None:
+            raise RepoError(
+                f"{odd} is not a regular file (a FIFO or a device): git and libgit2 would "
+                "wait on it for ever; replace it with the ref's commit id, or remove it"
+            )
+
     def head(self) -> Head:
         repo = self.repo
+        self._refuse_odd_ref_file(self.source.ref)
         if self.source.ref is not None:
             reference = repo.references.get(self.source.ref)
             if reference is None:

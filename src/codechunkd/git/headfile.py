@@ -12,7 +12,9 @@ asks pygit2, which knows every case.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from codechunkd.config.loader import open_regular_file
@@ -86,3 +88,31 @@ def read_head(git_dir: str, ref: str | None) -> tuple[str, str] | None:
     name = head.removeprefix("ref: ").strip()
     commit = branch_commit(root, name)
     return (commit, name.removeprefix("refs/heads/")) if commit else None
+
+
+def odd_ref_file(git_dir: str, ref: str | None) -> Path | None:
+    """A file that resolving ``ref`` (None: ``HEAD`` and the branches it names) opens and
+    that is there but no regular file or folder: libgit2, like git, reads a FIFO in a loose
+    ref's place and waits for a writer for ever.  None when there is none."""
+    root = Path(git_dir)
+    bases = dict.fromkeys([root, _common_dir(root)])  # per-worktree refs, then shared ones
+    names = ["HEAD" if ref is None else ref]
+    for _ in range(5):  # symbolic refs naming symbolic refs: libgit2 follows 5
+        if not names:
+            return None
+        name = names.pop()
+        if name.startswith("/") or ".." in name:
+            return None  # no ref name: libgit2 refuses it without opening anything
+        for base in bases:
+            try:
+                mode = os.stat(base / name).st_mode
+            except (OSError, ValueError):
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return base / name
+        for base in bases:
+            text = _small(base / name)
+            if text is not None and text.startswith("ref: "):
+                names.append(text.removeprefix("ref: ").strip())
+                break
+    return None
