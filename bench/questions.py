@@ -58,6 +58,7 @@ import argparse
 import hashlib
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -544,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     os.environ.setdefault("LANCEDB_LOG", "error")
+    from codechunkd import logs
+
+    logs.configure(level=logging.INFO)  # the pipeline's lines on stderr: --json is stdout
     disable = frozenset(x.strip() for x in args.disable.split(",") if x.strip())
     ablate = [x.strip() for x in args.ablate.split(",") if x.strip()]
     if (disable or ablate) and not search_takes_disable():
