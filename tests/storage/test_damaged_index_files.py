@@ -238,15 +238,18 @@ def test_a_fifo_or_device_in_place_of_an_index_file_is_damage_not_a_hang(
 def test_a_fifo_data_file_is_refused_by_run_and_search_and_removed_by_rebuild(
     indexed: tuple[Repo, Path], ix: Path
 ) -> None:
-    """A data file of chunks.lance replaced by a FIFO hung `run`'s writer, a local search and
-    `index --rebuild` (inside LanceDB's validation); the cheap check saw it, and only status
-    asked it.  Now run and search refuse with it, and the rebuild removes the tables
-    before LanceDB opens them."""
+    """A data file of chunks.lance replaced by a FIFO hung `run`'s writer, a local search,
+    `defs`, `map` and `index --rebuild` (inside LanceDB's validation); the cheap check saw
+    it, and only status asked it.  Now run and every reader (``open_index``: search, defs,
+    refs, map, the MCP server) refuse with it, and the rebuild removes the tables before
+    LanceDB opens them."""
     repo, _ = indexed
     data = next((ix / "chunks.lance" / "data").glob("*.lance"))
     _fifo(data)
     says = f"chunks.lance: missing data file {data.name}"
     _damaged(_run("search", "haversine", "--mode", "text", index=ix), says)
+    _damaged(_run("defs", "haversine", index=ix), says)
+    _damaged(_run("map", index=ix), says)
     _damaged(_run("run", str(repo.path), index=ix), says)
     repaired = _rebuilt(repo, ix)
     assert f"codechunkd: repaired: removed {says}" in repaired, repaired

@@ -139,15 +139,8 @@ def _search_here(
     With the hits comes the coverage while it is incomplete (as a daemon's answer has it)."""
     import threading
 
-    from codechunkd.errors import IndexDamaged
-    from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.reader import open_index, query_embedder
-    from codechunkd.storage.repair import quick_damage
 
-    # a table Lance would fail on, or hang on (a FIFO for a data file): said before opening
-    broken = [str(d) for d in quick_damage(IndexPaths.of(settings)) if d.table is not None]
-    if broken:
-        raise IndexDamaged("; ".join(broken))
     warm: threading.Thread | None = None
     embedder = None
     if req.mode != "text":
