@@ -44,6 +44,8 @@ def _reads_as_empty(store: IndexStore | LanceReader) -> None:
 
 
 def test_readers_take_a_listed_table_with_no_version_as_no_table(tmp_path: Path) -> None:
+    """Both readers (LanceDB's and Lance's) count, select and describe no rows where they
+    said the index was damaged (exit 8); opening the table itself is still an error."""
     index = tmp_path / "index"
     _half_made(index)
     store = IndexStore(str(index))
@@ -57,6 +59,8 @@ def test_readers_take_a_listed_table_with_no_version_as_no_table(tmp_path: Path)
 
 
 def test_a_listed_table_whose_versions_are_a_file_is_damage(tmp_path: Path) -> None:
+    """What is taken for a table not made yet is only a ``_versions/`` that is missing or
+    holds no manifest: one that is a file is damage still."""
     index = tmp_path / "index"
     _half_made(index)
     (index / "chunks.lance" / "_versions").write_text("not a folder")
