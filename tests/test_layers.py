@@ -4,7 +4,7 @@ cli -> daemon -> pipeline -> storage -> {git, chunking, embedding, llm} -> confi
 The four stage packages share a rank; among them only the edges in STAGE_EDGES are
 allowed (the token counter reads the embedding model's tokenizer; extractive
 summaries read chunks).  The modules at the top of the package (errors, types,
-heap, logs, httpclient, platform, atomicfile, procs, display) sit below everything and
+heap, logs, httpclient, platform, atomicfile, regularfile, procs, display) sit below everything and
 import no layer.
 """
 
@@ -35,6 +35,7 @@ BASE = {
     "httpclient",
     "platform",
     "atomicfile",
+    "regularfile",
     "procs",
     "display",
 }

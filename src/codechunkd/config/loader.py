@@ -14,9 +14,9 @@ import os
 import stat
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from codechunkd.config.settings import (
     BUNDLED_MODEL,
@@ -26,6 +26,7 @@ from codechunkd.config.settings import (
     default_config_path,
 )
 from codechunkd.errors import ConfigError
+from codechunkd.regularfile import NotARegularFile, read_regular_file
 
 ENV_PREFIX = "CODECHUNKD_"
 
@@ -142,55 +143,6 @@ def _coerce(key: str, tp: Any, value: object, origin: str) -> object:
 #: The largest config file read: a settings file is a few KB, and a bound keeps a
 #: ``--config`` that names a huge file from filling memory.
 MAX_CONFIG_BYTES = 1 << 20
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-class NotARegularFile(OSError):
-    """What ``open_regular_file`` and ``read_regular_file`` refuse; it says what the path is
-    instead (``a named pipe (FIFO), not a regular file``) or that it is too big."""
-
-
-def _check_regular(st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        raise NotARegularFile(f"{kind}, not a regular file")
-
-
-@contextlib.contextmanager
-def open_regular_file(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for reading if it is a regular file (links followed), else
-    ``NotARegularFile``: a FIFO would block the read, a device (``/dev/zero``) never ends.
-
-    The type is checked before opening (opening some devices does something), then again
-    on the descriptor, opened non-blocking: a file swapped for a FIFO in between cannot
-    block either."""
-    _check_regular(os.stat(path))
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    with open(os.open(path, flags | getattr(os, "O_CLOEXEC", 0)), "rb") as file:
-        _check_regular(os.fstat(file.fileno()))
-        yield file
-
-
-def read_regular_file(path: Path, limit: int, *, limit_says: str) -> bytes:
-    """The bytes of ``path``, a regular file (``open_regular_file``) of at most ``limit``
-    bytes; a bigger one is refused by its size before it is read, and the read stops one
-    byte past the limit (it may grow meanwhile).  ``limit_says`` ends the refusal's text:
-    ``more than {limit_says}``."""
-    with open_regular_file(path) as file:
-        size = os.fstat(file.fileno()).st_size
-        if size > limit:
-            raise NotARegularFile(f"{size} bytes, more than {limit_says}")
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise NotARegularFile(f"more than {limit_says}")
-    return data
 
 
 def _is_devnull(st: os.stat_result) -> bool:

@@ -37,7 +37,6 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd import atomicfile, logs
-from codechunkd.config.loader import read_regular_file
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors, normalize
 from codechunkd.embedding.batching import length_batches
@@ -51,6 +50,7 @@ from codechunkd.embedding.onnx_export import (
 )
 from codechunkd.errors import EmbeddingError
 from codechunkd.platform import usable_cpus
+from codechunkd.regularfile import read_regular_file
 
 # sentence-transformers' pooling modes, in the order it concatenates them.
 _LEGACY_MODES = {

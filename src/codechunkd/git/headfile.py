@@ -17,7 +17,7 @@ import re
 import stat
 from pathlib import Path
 
-from codechunkd.config.loader import open_regular_file
+from codechunkd.regularfile import open_regular_file
 
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _MAX = 4096

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codechunkd.config.loader import open_regular_file
 from codechunkd.errors import StoreError
+from codechunkd.regularfile import open_regular_file
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.objectstore import is_local

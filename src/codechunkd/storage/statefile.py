@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codechunkd import atomicfile
-from codechunkd.config.loader import read_regular_file
+from codechunkd.regularfile import read_regular_file
 from codechunkd.storage._errors import one_line
 from codechunkd.types import BlobId
 
