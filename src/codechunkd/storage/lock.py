@@ -107,14 +107,14 @@ def live_holder(path: Path) -> tuple[int, str] | None:
     return found
 
 
-def flocked(path: Path, locks: Path = Path("/proc/locks")) -> bool | None:
+def flocked(path: Path) -> bool | None:
     """Whether a process holds a ``flock`` on the file at ``path``; None when the kernel's
     table cannot be read (not Linux).  Matched by inode number alone: a lock on a file of
     another file system with the same number reads as held, as it did before this check
     (the device numbers there are not always those ``stat`` gives, e.g. on overlayfs)."""
     try:
         ino = os.stat(path, follow_symlinks=False).st_ino
-        with open(locks, "rb") as f:
+        with open("/proc/locks", "rb") as f:
             table = f.read(64 << 20)
     except OSError:
         return None
