@@ -285,8 +285,10 @@ def test_a_trickled_answer_times_out_within_the_timeout(
             with pytest.raises(error, match=r"timed out|took longer|100 Continue"):
                 call()
             assert time.monotonic() - started < 4
+        stop.set()  # the server's 15 s end now: leaving the block joins its threads
+    again = threading.Event()
     taken = answer(200, b"", ETag='"e1"')
-    with Peer(taken, hold(stop, 15)) as peer:
+    with Peer(taken, hold(again, 15)) as peer:
         held = lease(peer, ttl=1.5)  # renewed every 0.5 s
         held.acquire()
         while len(peer.requests) < 2:  # the renewal is reading the trickle
@@ -294,6 +296,7 @@ def test_a_trickled_answer_times_out_within_the_timeout(
         started = time.monotonic()
         held.release()
         assert time.monotonic() - started < 4
+        again.set()
 
 
 # -- 5, 6, 7: malformed answers are the clients' own errors -------------------------------
