@@ -12,7 +12,13 @@ from typing import Final, NamedTuple
 
 from tree_sitter import Node
 
-__all__ = ["IMPORTS", "Ref"]
+__all__ = ["IMPORTS", "MAX_MODULE", "Ref"]
+
+MAX_MODULE: Final = 400
+"""An import whose module path is longer than this is no import (a generated or hostile
+file): skipped, as each name it binds would carry a copy of the path (a 100 KB path
+importing 5,000 names took 1.7 GB to index; nested Rust use lists, a longer path per
+level, took 4 GB for a 240 KB file)."""
 
 
 class Ref(NamedTuple):
@@ -155,35 +161,39 @@ def _join(a: str, b: str) -> str:
 
 
 def _rust_use(node: Node, prefix: str, out: list[Ref]) -> None:
-    """Walk one use tree: ``a::b::{C, D as E, f::*}``."""
-    kind = node.type
-    if kind == "self" and prefix:  # ``use crate::ast::{self, …}`` binds ``ast``
-        module, _, name = prefix.rpartition("::")
-        out.append(_ref(node, name, name, module))
-    elif kind in {"identifier", "self", "crate", "super"}:
-        name = _text(node)
-        out.append(_ref(node, name, name, prefix))
-    elif kind == "scoped_identifier":
-        path = _join(prefix, _text(node.child_by_field_name("path")))
-        name = _text(node.child_by_field_name("name"))
-        out.append(_ref(node, name, name, path))
-    elif kind == "use_as_clause":
-        inner = node.child_by_field_name("path")
-        alias = _text(node.child_by_field_name("alias"))
-        full = _join(prefix, _text(inner))
-        path, _, name = full.rpartition("::")
-        out.append(_ref(node, alias, name, path))
-    elif kind == "use_wildcard":
-        path = _join(prefix, _text(node.named_children[0]) if node.named_children else "")
-        out.append(_ref(node, "*", "", path))
-    elif kind == "scoped_use_list":
-        path = _join(prefix, _text(node.child_by_field_name("path")))
-        lst = node.child_by_field_name("list")
-        if lst is not None:
-            _rust_use(lst, path, out)
-    elif kind == "use_list":
-        for child in node.named_children:
-            _rust_use(child, prefix, out)
+    """Walk one use tree: ``a::b::{C, D as E, f::*}``.  With a stack, not recursion: a
+    file can nest lists thousands deep, and past Python's recursion limit ``node.text``
+    crashed the process (tree-sitter 0.25 passes the RecursionError's NULL on)."""
+    stack = [(node, prefix)]
+    while stack:
+        node, prefix = stack.pop()
+        kind = node.type
+        if kind == "self" and prefix:  # ``use crate::ast::{self, …}`` binds ``ast``
+            module, _, name = prefix.rpartition("::")
+            out.append(_ref(node, name, name, module))
+        elif kind in {"identifier", "self", "crate", "super"}:
+            name = _text(node)
+            out.append(_ref(node, name, name, prefix))
+        elif kind == "scoped_identifier":
+            path = _join(prefix, _text(node.child_by_field_name("path")))
+            name = _text(node.child_by_field_name("name"))
+            out.append(_ref(node, name, name, path))
+        elif kind == "use_as_clause":
+            inner = node.child_by_field_name("path")
+            alias = _text(node.child_by_field_name("alias"))
+            full = _join(prefix, _text(inner))
+            path, _, name = full.rpartition("::")
+            out.append(_ref(node, alias, name, path))
+        elif kind == "use_wildcard":
+            path = _join(prefix, _text(node.named_children[0]) if node.named_children else "")
+            out.append(_ref(node, "*", "", path))
+        elif kind == "scoped_use_list":
+            path = _join(prefix, _text(node.child_by_field_name("path")))
+            lst = node.child_by_field_name("list")
+            if lst is not None and len(path) <= MAX_MODULE:
+                stack.append((lst, path))
+        elif kind == "use_list":  # in file order
+            stack += [(child, prefix) for child in reversed(node.named_children)]
 
 
 def _java_imports(node: Node) -> list[Ref]:

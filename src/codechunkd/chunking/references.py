@@ -29,7 +29,7 @@ from typing import Final
 
 from tree_sitter import Node, Query, QueryCursor, Tree
 
-from codechunkd.chunking.imports import IMPORTS, Ref
+from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
@@ -319,7 +319,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         kind = kinds[index]
         if kind == "import":
             for node in caps.get("import", ()):
-                imports += IMPORTS[language](node)
+                imports += [r for r in IMPORTS[language](node) if len(r.module) <= MAX_MODULE]
             continue
         if kind in {"binds", "binds_call", "binds_new"}:  # a variable's type (``ctx: Context``)
             var, typ = caps.get("var"), caps.get("name")

@@ -125,6 +125,7 @@ class RefGraph:
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
         self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
         self._memo: dict[int, tuple[list[int], str]] = {}
+        self._module_memo: dict[tuple[str, str, str, str, int], list[int]] = {}
         self._form_cache: dict[
             tuple[str, str],
             tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]],
@@ -405,9 +406,19 @@ class RefGraph:
         ]
 
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
-        """Definitions of ``name`` in the files of ``module``, following re-exports."""
+        """Definitions of ``name`` in the files of ``module``, following re-exports, each
+        once.  Remembered, and the lists shared (callers never change them): files that
+        import or re-export each other made the walk exponential in its hops (40 files
+        named ``a.py`` each doing ``from a import f`` took minutes)."""
         if depth > 3 or not module:
             return []
+        key = (src, path, module, name, depth)
+        got = self._module_memo.get(key)
+        if got is None:
+            got = self._module_memo[key] = self._find_in_module(src, path, module, name, depth)
+        return got
+
+    def _find_in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         found: list[int] = []
         for file in sorted(self._paths.files(src, path, module)):
             defs = self._file_defs.get((src, file), {}).get(name)
@@ -421,7 +432,7 @@ class RefGraph:
                 for j in imports.get("*", ()):  # passes on what a module exports: no members
                     sub = self._in_module(src, file, self._mod[j], name, depth + 1)
                     found += [k for k in sub if "." not in self._sym[k]]
-        return found
+        return list(dict.fromkeys(found))
 
     # -- queries ----------------------------------------------------------
 

@@ -1,0 +1,129 @@
+"""Source files crafted against the reference graph: `codechunkd index`, `defs`, `refs` and
+`map` on real repositories, through the real CLI, with a hang detector.
+
+Files named alike that import a name from each other made resolution exponential in its
+hops (40 files: `map` took 3 minutes); an import of a huge module path copied the path into
+every name it bound (a 134 KB file took 1.7 GB to index), and a huge Go or Rust path was
+read in quadratic time (`map` over a 400 KB Go import: past 2 minutes); Rust use lists
+nested thousands deep crashed the indexer (a segfault past the recursion limit) or lost the
+file; generics nested 20,000 deep in an ``impl`` made `map` take 3 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codechunkd.config import load_settings
+from codechunkd.storage.reader import open_index
+from tests.conftest import Repo, scaled
+
+pytestmark = pytest.mark.slow
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
+
+#: A hang detector far above the need (each command answers in seconds here).
+HANG_S = 90.0
+
+
+def _run(*args: str, index: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI on ``index``; past the hang detector it is killed and the test fails."""
+    try:
+        return subprocess.run(
+            [EXE, *args, "--index-dir", str(index)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, LANCEDB_LOG="error"),
+            timeout=scaled(HANG_S),
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"codechunkd {' '.join(args)} did not finish in {scaled(HANG_S):.0f} s")
+
+
+def _indexed(repo: Repo, index: Path) -> None:
+    repo.commit("hostile")
+    done = _run("index", str(repo.path), index=index)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert "skipped: none" in done.stdout, done.stdout
+
+
+def test_files_that_import_a_name_from_each_other_resolve_in_polynomial_time(
+    repo: Repo, index_dir: Path
+) -> None:
+    """60 files named ``a.py`` that each do ``from a import f`` (the module names all of
+    them) and one that defines ``f``: each lookup followed every file at every hop, 60**4
+    steps per import (40 files took `map` 3 minutes).  Now `map` answers, and each caller
+    resolves to the one definition, once."""
+    repo.write("lib/a.py", "def f():\n    return 1\n")
+    for i in range(60):
+        repo.write(f"d{i}/a.py", f"from a import f\n\n\ndef g{i}():\n    return f()\n")
+    _indexed(repo, index_dir)
+    done = _run("map", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["path"] == "lib/a.py"
+    done = _run("refs", "f", "--calls", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+    uses = json.loads(done.stdout)
+    assert sorted(u["symbol"] for u in uses) == sorted(f"g{i}" for i in range(60))
+    assert {(u["resolved"], u["target"]["path"]) for u in uses} == {("imported", "lib/a.py")}
+
+
+def test_huge_import_paths_are_skipped_not_copied_into_every_name(
+    repo: Repo, index_dir: Path
+) -> None:
+    """An import's module path of 40 KB binding 2,000 names, Rust use lists that each add
+    to the path (400 deep, a name at each level), a Go import path of 300,000 parts: the
+    references rows held a copy of the path per name (80 MB of them, 1.7 GB of memory at a
+    larger size) and `map` read the Go path in quadratic time (minutes).  Now such imports
+    are skipped: the rows hold less text than the files, and `map` answers."""
+    names = ", ".join(f"x{i}" for i in range(2000))
+    repo.write("big.py", f"from {'m' * 40_000} import ({names})\n\n\ndef keep():\n    pass\n")
+    repo.write("src/lib.rs", "use " + "a::{x, " * 400 + "x" + "}" * 400 + ";\n")
+    repo.write("main.go", f'package main\n\nimport "{"a/" * 300_000}a"\n\nfunc main() {{}}\n')
+    _indexed(repo, index_dir)
+    size = sum(p.stat().st_size for p in repo.path.rglob("*") if ".git" not in p.parts)
+    index = open_index(settings=load_settings(overrides={"index.dir": str(index_dir)}))
+    _, rows = index.refs.store.scan_references(["module"])
+    assert sum(len(m) for m in rows.column("module").to_pylist()) < size
+    assert [d.symbol for d in index.refs.definitions("keep")] == ["keep"]
+    done = _run("map", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+
+
+def test_rust_use_lists_nested_thousands_deep_are_indexed(repo: Repo, index_dir: Path) -> None:
+    """``use {{{…crate::x::x…}}};`` 5,000 deep: the walker recursed once per list, and past
+    Python's recursion limit the file was lost (``chunking_failed``) or tree-sitter's
+    ``node.text`` crashed the indexer (a segfault).  Now the file is indexed and its import
+    resolved."""
+    deep = "{" * 5000 + "crate::x::x" + "}" * 5000
+    repo.write("src/lib.rs", f"use {deep};\n\npub fn run() {{}}\n")
+    repo.write("src/x.rs", "pub fn x() {}\n")
+    _indexed(repo, index_dir)
+    done = _run("defs", "run", "--json", index=index_dir)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert [d["path"] for d in json.loads(done.stdout)] == ["src/lib.rs"]
+    done = _run("refs", "x", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+    assert [(u["path"], u["kind"]) for u in json.loads(done.stdout)] == [("src/lib.rs", "import")]
+
+
+def test_generics_nested_deep_in_an_impl_do_not_make_the_map_quadratic(
+    repo: Repo, index_dir: Path
+) -> None:
+    """An ``impl Foo<A<A<…>>>`` 20,000 deep (60 KB) with 40 methods: reading each method's
+    symbol removed one pair of brackets per pass, `map` took 3 minutes.  Now it answers,
+    and a method's callers are found."""
+    generics = "Foo" + "<A" * 20_000 + ">" * 20_000
+    body = "".join(f"    fn m{i}(&self) {{ self.m{i + 1}(); }}\n" for i in range(40))
+    repo.write("src/lib.rs", f"impl {generics} {{\n{body}}}\n")
+    _indexed(repo, index_dir)
+    done = _run("map", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+    done = _run("refs", "m1", "--calls", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr
+    assert [(u["line"], u["resolved"]) for u in json.loads(done.stdout)] == [(2, "exact")]
