@@ -186,3 +186,35 @@ def test_references_of_a_deep_nest_are_looked_for_in_linear_time() -> None:
         "assert 0 < len(refs) <= MAX_DEPTH and {r.name for r in refs} == {'f'}, len(refs)\n"
     )
     finishes_within(code, 60, "looking for the references of 50,000 nested calls")
+
+
+def test_a_long_name_or_docstring_is_not_repeated_into_every_member() -> None:
+    """Each member's symbol, context header and full text repeat its scope's names and the
+    first sentence of its class's and module's docstrings: an ``impl Foo<A<A<…>>>`` 5,000
+    deep with 300 methods, a class named by a 30 KB identifier and a module docstring of
+    one 30 KB word made hundreds of times the file's size in rows (a 50,000-deep ``impl``:
+    280 MB for a 160 KB file; the 1 MB file limit allowed gigabytes).  Names and summaries
+    are cut now: a chunk holds a few hundred characters beyond its content."""
+    from codechunkd.storage.fulltext import fts_text
+
+    word = "x" * 30_000
+    generics = "Foo" + "<A" * 5_000 + ">" * 5_000
+    rust_body = "".join(f"    fn m{i}(&self) -> u32 {{ {i} }}\n" for i in range(300))
+    methods = "".join(f"    def f{i}(self):\n        return {i}\n\n" for i in range(300))
+    functions = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(300))
+    files = {
+        "lib.rs": f"impl {generics} {{\n{rust_body}}}\n",
+        "named.py": f"class {'a' * 30_000}:\n{methods}",
+        "documented.py": f'class K:\n    """{word} end."""\n{methods}',
+        "module.py": f'"""{word} end."""\n\n{functions}',
+    }
+    for path, text in files.items():
+        src = text.encode()
+        chunks = chunk(path, src, count_tokens=_no_tokens)
+        assert len(chunks) > 300, path
+        # what a chunk holds beyond its content (in its text, full text and embed text)
+        extra = max(
+            len(c.symbol) + len(c.embed_text) + len(fts_text(c, "")) - 3 * len(c.content)
+            for c in chunks
+        )
+        assert extra < 3000, (path, extra)

@@ -61,7 +61,7 @@ from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.references import Ref, extract
-from codechunkd.chunking.rules import Rules, body_of, rules_for
+from codechunkd.chunking.rules import MAX_NAME, Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
 from codechunkd.config.settings import ChunkingSettings
 from codechunkd.errors import ChunkingError
@@ -476,11 +476,15 @@ def _resolve(parent: Piece | Anchor | None) -> str | None:
 
 
 def _summary(doc: str) -> str:
-    """The first sentence of a docstring, at most 16 words."""
+    """The first sentence of a docstring, at most 16 words and :data:`MAX_NAME` characters
+    (every chunk of its module or class repeats it: one 100 KB word made 60 MB of rows)."""
     text = " ".join(doc.split())
     m = _SENTENCE.match(text)
     words = (m.group(1) if m else text).split()
-    return " ".join(words[:16]) + (" …" if len(words) > 16 else "")
+    short = " ".join(words[:16])
+    if len(short) > MAX_NAME:
+        return f"{short[:MAX_NAME]} …"
+    return short + (" …" if len(words) > 16 else "")
 
 
 _NAMED_KINDS: Final = ("section", "key", "table")
