@@ -649,3 +649,28 @@ def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
         if deadline.passed():
             raise deadline.failure(what, last)
         time.sleep(0.05)
+
+
+CLI = str(Path(sys.executable).with_name("codechunkd"))
+"""The ``codechunkd`` script of the environment the tests run in."""
+
+
+def run_cli(
+    *args: str,
+    index: Path,
+    hang_s: float = 60.0,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI on ``index`` (LanceDB's log quiet); past the hang detector, ``hang_s``
+    on an idle machine (``scaled``), it is killed and the test fails."""
+    try:
+        return subprocess.run(
+            [CLI, *args, "--index-dir", str(index)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, LANCEDB_LOG="error"),
+            preexec_fn=preexec_fn,
+            timeout=scaled(hang_s),
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"codechunkd {' '.join(args)} did not finish in {scaled(hang_s):.0f} s")

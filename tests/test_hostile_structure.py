@@ -12,37 +12,23 @@ file; generics nested 20,000 deep in an ``impl`` made `map` take 3 minutes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from codechunkd.config import load_settings
 from codechunkd.storage.reader import open_index
-from tests.conftest import Repo, scaled
+from tests.conftest import Repo, run_cli
 
 pytestmark = pytest.mark.slow
-
-EXE = str(Path(sys.executable).parent / "codechunkd")
 
 #: A hang detector far above the need (each command answers in seconds here).
 HANG_S = 90.0
 
 
 def _run(*args: str, index: Path) -> subprocess.CompletedProcess[str]:
-    """The real CLI on ``index``; past the hang detector it is killed and the test fails."""
-    try:
-        return subprocess.run(
-            [EXE, *args, "--index-dir", str(index)],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, LANCEDB_LOG="error"),
-            timeout=scaled(HANG_S),
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"codechunkd {' '.join(args)} did not finish in {scaled(HANG_S):.0f} s")
+    return run_cli(*args, index=index, hang_s=HANG_S)
 
 
 def _indexed(repo: Repo, index: Path) -> None:

@@ -19,12 +19,11 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import Repo, scaled
+from tests.conftest import Repo, run_cli
 
 from codechunkd.config import load_settings
 from codechunkd.errors import IndexDamaged
@@ -33,7 +32,6 @@ from codechunkd.storage.repair import quick_damage
 
 pytestmark = pytest.mark.slow
 
-EXE = str(Path(sys.executable).parent / "codechunkd")
 DAMAGED = IndexDamaged.exit_code
 FRESH = 13  # status: every source fresh, no daemon running
 
@@ -43,24 +41,14 @@ HANG_S = 60.0
 
 
 def _run(*args: str, index: Path, cap_memory: bool = False) -> subprocess.CompletedProcess[str]:
-    """The real CLI on ``index``; past the hang detector it is killed and the test fails.
-    ``cap_memory``: 1 GiB of address space, so a read of ``/dev/zero`` fails the test
-    instead of taking the machine (as the auditor ran it)."""
+    """The real CLI on ``index`` (``run_cli``).  ``cap_memory``: 1 GiB of address space, so
+    a read of ``/dev/zero`` fails the test instead of taking the machine (as the auditor
+    ran it)."""
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    try:
-        return subprocess.run(
-            [EXE, *args, "--index-dir", str(index)],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, LANCEDB_LOG="error"),
-            preexec_fn=cap if cap_memory else None,
-            timeout=scaled(HANG_S),
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"codechunkd {' '.join(args)} did not finish in {scaled(HANG_S):.0f} s")
+    return run_cli(*args, index=index, hang_s=HANG_S, preexec_fn=cap if cap_memory else None)
 
 
 def _damaged(done: subprocess.CompletedProcess[str], says: str) -> None:

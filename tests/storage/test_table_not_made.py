@@ -11,14 +11,11 @@ put the index in that instant on purpose, with the transaction file Lance writes
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
-from tests.conftest import Repo, S3Server
+from tests.conftest import Repo, S3Server, run_cli
 
 from codechunkd.errors import IndexDamaged
 from codechunkd.storage import schema as S
@@ -26,7 +23,6 @@ from codechunkd.storage.lance_reader import LanceReader
 from codechunkd.storage.objectstore import ObjectStore, S3Client
 from codechunkd.storage.store import IndexStore
 
-EXE = str(Path(sys.executable).with_name("codechunkd"))
 TXN = "_transactions/0-3f1c2a9e-5b7d-4e0a-9c1b-2d4e6f8a0b1c.txn"
 """What a writer making ``chunks`` has written when the folder is first listed."""
 
@@ -70,13 +66,6 @@ def test_a_listed_table_whose_versions_are_a_file_is_damage(tmp_path: Path) -> N
         LanceReader(str(index)).count_chunks()
 
 
-def _run(*args: str, index: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, LANCEDB_LOG="error")
-    return subprocess.run(
-        [EXE, *args, "--index-dir", str(index)], capture_output=True, text=True, env=env
-    )
-
-
 @pytest.mark.slow
 def test_the_commands_see_an_index_being_made_and_the_writer_finishes_it(
     repo: Repo, tmp_path: Path
@@ -85,17 +74,17 @@ def test_the_commands_see_an_index_being_made_and_the_writer_finishes_it(
     index is damaged; a writer killed there leaves a table that the next ``index`` makes."""
     index = tmp_path / "index"
     _half_made(index)
-    searched = _run("search", "add numbers", "--mode", "text", index=index)
+    searched = run_cli("search", "add numbers", "--mode", "text", index=index)
     assert searched.returncode == 0, searched.stderr
-    status = _run("status", index=index)
+    status = run_cli("status", index=index)
     assert status.returncode != 8 and "DAMAGED" not in status.stdout, status.stdout
     assert "nothing indexed yet" in status.stdout, status.stdout
     repo.write("calc.py", "def add_numbers(a, b):\n    return a + b\n")
     repo.commit("init")
-    indexed = _run("index", str(repo.path), index=index)
+    indexed = run_cli("index", str(repo.path), index=index)
     assert indexed.returncode == 0, indexed.stderr
     assert IndexStore(str(index)).count_chunks() == 1
-    found = _run("search", "add_numbers", "--mode", "text", index=index)
+    found = run_cli("search", "add_numbers", "--mode", "text", index=index)
     assert found.returncode == 0 and "calc.py" in found.stdout, found.stdout + found.stderr
 
 
