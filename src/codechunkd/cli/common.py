@@ -80,8 +80,6 @@ def damage_lines(paths: Any) -> list[str]:
 
 def refuse_damaged(paths: Any) -> None:
     """Raise ``IndexDamaged`` for damage visible without LanceDB."""
-    from codechunkd.errors import IndexDamaged
+    from codechunkd.storage.repair import refuse_damage
 
-    found = damage_lines(paths)
-    if found:
-        raise IndexDamaged("; ".join(found))
+    refuse_damage(paths)

@@ -18,13 +18,12 @@ from typing import Any
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
-from codechunkd.errors import IndexDamaged
 from codechunkd.storage.coverage import Coverage, coverage
 from codechunkd.storage.lance_reader import ChunkReader, LanceReader
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.refgraph import Definition, Use
 from codechunkd.storage.refquery import Caller, ReferenceQueries
-from codechunkd.storage.repair import quick_damage
+from codechunkd.storage.repair import refuse_damage
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.rows import quote
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher
@@ -234,10 +233,8 @@ def open_index(
     """Open an index for reading (default: the configured ``index.dir``), through Lance
     alone: no LanceDB import (``storage/lance_reader.py``).  A table Lance would fail on,
     or wait on for ever (a FIFO for a data file), is ``IndexDamaged`` here, before Lance
-    opens it (``quick_damage``, milliseconds)."""
+    opens it (``refuse_damage``, milliseconds)."""
     settings = settings or load_settings(overrides={"index.dir": path})
     paths = IndexPaths.of(settings)
-    broken = [str(d) for d in quick_damage(paths) if d.table is not None]
-    if broken:
-        raise IndexDamaged("; ".join(broken))
+    refuse_damage(paths, tables_only=True)
     return Index(LanceReader(paths.uri, storage_options=paths.storage_options), settings, embedder)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codechunkd.errors import StoreError
+from codechunkd.errors import IndexDamaged, StoreError
 from codechunkd.regularfile import open_regular_file
 from codechunkd.storage._errors import one_line
 from codechunkd.storage.layout import IndexPaths
@@ -229,6 +229,14 @@ def quick_damage(paths: IndexPaths) -> list[Damage]:
         if why is not None:
             found.append(Damage(table_dir.name, why, table=name))
     return found
+
+
+def refuse_damage(paths: IndexPaths, *, tables_only: bool = False) -> None:
+    """``IndexDamaged`` naming what ``quick_damage`` sees (``tables_only``: in the tables,
+    what a reader would fail or hang on), or nothing."""
+    found = [str(d) for d in quick_damage(paths) if d.table is not None or not tables_only]
+    if found:
+        raise IndexDamaged("; ".join(found))
 
 
 # -- the thorough look (LanceDB) ---------------------------------------------------
