@@ -114,11 +114,6 @@ def read_state_file(path: Path) -> dict[str, Any] | None:
     return doc if why is None else None
 
 
-def state_file_damage(path: Path) -> str | None:
-    """Why ``state.json`` is not a usable copy of ``repos`` (None: it is, or it is absent)."""
-    return load_state_file(path)[1]
-
-
 def load_state_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(the document, None), (None, why it is damaged), or (None, None) when it is absent."""
     try:
