@@ -84,7 +84,7 @@ class Reads(Tables):
         tbl = self._table(S.REFERENCES)
         if tbl is None:
             return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
-        return int(tbl.version), self._scan(S.REFERENCES, None, columns)
+        return int(tbl.version), _scan_all(tbl, None, columns)
 
     @translating("reading the table version")
     def references_version(self) -> int:
@@ -96,10 +96,7 @@ class Reads(Tables):
         tbl = self._table(name)
         if tbl is None:
             return pa.table({c: [] for c in columns})
-        q = tbl.search()
-        if where:
-            q = q.where(where)
-        return q.select(list(columns)).limit(None).to_arrow()
+        return _scan_all(tbl, where, columns)
 
     def manifest(self, source: SourceId) -> dict[str, FileRecord]:
         cols = ["path", "blob", "language", "chunks", "skip_reason", "dirty"]
@@ -196,3 +193,11 @@ class Reads(Tables):
         if (tbl := self._table(S.CHUNKS)) is not None:
             chunks = tbl.count_rows(where)
         return files, chunks
+
+
+def _scan_all(tbl: Any, where: str | None, columns: Sequence[str]) -> pa.Table:
+    """Every row of the open table ``tbl`` matching ``where``, its ``columns``."""
+    q = tbl.search()
+    if where:
+        q = q.where(where)
+    return q.select(list(columns)).limit(None).to_arrow()
