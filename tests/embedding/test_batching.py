@@ -41,6 +41,16 @@ def test_one_round_gives_each_worker_one_batch() -> None:
     assert sorted(i for b in batches for i in b) == list(range(40))
 
 
+def test_one_batch_per_worker_still_keeps_to_the_padded_tokens() -> None:
+    """Few long texts for the workers: batches stay within ``max_tokens`` (a CPU session's
+    memory) rather than one large batch per worker."""
+    lengths = [256] * 10 + [8] * 4
+    batches = length_batches(lengths, 32, workers=2, max_tokens=1024)
+    assert all(len(b) * max(lengths[i] for i in b) <= 1024 for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(14))
+    assert len(length_batches([8] * 14, 32, workers=2, max_tokens=1024)) == 2  # one each
+
+
 def test_every_worker_gets_a_text_when_there_are_few() -> None:
     """As many batches as workers (or texts, when fewer), none empty."""
     assert len(length_batches([5, 300, 7], 32, workers=2)) == 2

@@ -16,6 +16,7 @@ import pytest
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.embed_onnx import (
+    BATCH_TOKENS,
     SESSIONS_MEMORY,
     OnnxEmbedder,
     SessionLayout,
@@ -102,6 +103,20 @@ def test_vectors_do_not_depend_on_batching(onnx_settings: EmbeddingSettings) -> 
     np.testing.assert_array_equal(batch[0], batch[-1])
     np.testing.assert_allclose(batch[1:-1], embedder.embed(texts), atol=1e-5)
     assert embedder.embed([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_long_texts_go_through_in_small_batches(onnx_settings: EmbeddingSettings) -> None:
+    """Long texts are batched by padded tokens (``BATCH_TOKENS``), however large
+    ``batch_size`` is: a session's memory arena keeps its largest batch for good."""
+    settings = replace(onnx_settings, sessions=1, threads=1, batch_size=32)
+    embedder = OnnxEmbedder(settings)
+    texts = stdlib_functions(40)
+    tokens = counter_for(settings.model)(texts)
+    padded = [min(n, settings.max_seq_length) for n in tokens]
+    embedder.embed(texts)
+    least = -(-sum(padded) // BATCH_TOKENS)  # batches no fewer than the tokens need
+    assert embedder.session_batches[0] >= least > -(-len(texts) // settings.batch_size)
 
 
 @pytest.mark.slow
@@ -332,11 +347,10 @@ def test_pooling_follows_the_config() -> None:
 def test_layout_is_measured_once_and_cached(onnx_settings: EmbeddingSettings) -> None:
     """threads = sessions = 0: the first load times every candidate layout (one session of
     1, 2, … threads and all cores split among sessions); the next load reads the choice."""
-    import dataclasses
 
     from structlog.testing import capture_logs
 
-    settings = dataclasses.replace(onnx_settings, threads=0, sessions=0)
+    settings = replace(onnx_settings, threads=0, sessions=0)
     first = OnnxEmbedder(settings)
     assert first.model_file is not None
     cache = first.model_file.parent / f"layout-{usable_cpus()}cpu-0x0.json"
@@ -366,11 +380,10 @@ def test_layout_is_measured_once_and_cached(onnx_settings: EmbeddingSettings) ->
 
 def test_fixed_layout_is_not_measured(onnx_settings: EmbeddingSettings) -> None:
     """threads and sessions both set: that layout is opened, nothing is timed or cached."""
-    import dataclasses
 
     from structlog.testing import capture_logs
 
-    settings = dataclasses.replace(onnx_settings, threads=1, sessions=2)
+    settings = replace(onnx_settings, threads=1, sessions=2)
     embedder = OnnxEmbedder(settings)
     with capture_logs() as logs:
         embedder.embed(["def f(): pass"])

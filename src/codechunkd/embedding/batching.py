@@ -19,9 +19,10 @@ def length_batches(
     many padded tokens (count x longest: a GPU batch of long texts stays in memory while one
     of short texts stays large).  When there are fewer texts than ``workers`` full batches,
     they are cut into one batch per worker of equal counts instead, so that every worker has
-    one.  (Cuts of equal tokens looked better on paper, 0.86x the padded work of the slowest
-    worker, but ran the daemon's 16-text slices on 2 sessions at 0.85x the speed of equal
-    counts on 2 quiet cores: measured, not kept.)
+    one, unless such a batch would pass ``max_tokens``.  (Cuts of equal tokens looked
+    better on paper, 0.86x the padded work of the slowest worker, but ran the daemon's
+    16-text slices on 2 sessions at 0.85x the speed of equal counts on 2 quiet cores:
+    measured, not kept.)
     """
     if batch_size < 1 or workers < 1:
         raise ValueError(f"batch_size and workers must be positive ({batch_size}, {workers})")
@@ -30,7 +31,9 @@ def length_batches(
         return []
     if workers > 1 and len(order) < workers * batch_size:
         size = -(-len(order) // min(workers, len(order)))  # one batch per worker
-        return [order[s : s + size] for s in range(0, len(order), size)]
+        cuts = [order[s : s + size] for s in range(0, len(order), size)]
+        if not max_tokens or all(len(b) * lengths[b[-1]] <= max_tokens for b in cuts):
+            return cuts
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
