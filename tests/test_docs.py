@@ -152,6 +152,40 @@ def test_a_lazily_configured_command_still_writes_its_warnings() -> None:
     assert records[1]["files"] == 2
 
 
+def test_codechunkd_used_as_a_library_logs_through_logging_never_to_stdout() -> None:
+    """With no ``configure`` (a program importing codechunkd), records go to the standard
+    library's loggers: nothing on stdout, which may be the program's own output (structlog's
+    defaults print every record there); warnings reach stderr, and the host's logging set-up
+    decides the rest, tracebacks included."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "from codechunkd import logs\n"
+        "log = logs.get_logger('codechunkd.test')\n"
+        "log.info('quiet')\n"
+        "log.warning('loud', files=2)\n"
+        "logging.basicConfig(level=logging.INFO, format='%(name)s %(levelname)s %(message)s')\n"
+        "log.info('heard')\n"
+        "try:\n"
+        "    1 / 0\n"
+        "except ZeroDivisionError:\n"
+        "    log.exception('failed')\n"
+        "print('ours')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "ours\n"
+    lines = out.stderr.splitlines()
+    assert lines[:3] == [
+        "event='loud' files=2",
+        "codechunkd.test INFO event='heard'",
+        "codechunkd.test ERROR event='failed'",
+    ]
+    assert lines[-1] == "ZeroDivisionError: division by zero"
+    assert "quiet" not in out.stderr
+
+
 def test_every_test_says_what_it_proves() -> None:
     """Every test function has a docstring (STYLE.md): a test without one is found here."""
     import ast

@@ -81,11 +81,13 @@ class _Logger:
     """A structlog logger, made when first used.  While a lazy ``configure`` waits, a record
     below its level is dropped here, without structlog, and any other sets structlog up
     first (a logger made before, e.g. by an earlier command in the same process, must not
-    write through structlog's defaults, which print every level to stdout)."""
+    write through structlog's defaults, which print every level to stdout).  With structlog
+    not set up at all (codechunkd used as a library), records go through ``logging``."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._logger: Any = None
+        self._plain: Any = None
 
     def __getattr__(self, attr: str) -> Any:
         if _pending is not None:  # a lazy configure not yet acted on: this record decides
@@ -93,11 +95,35 @@ class _Logger:
             if level is not None and not logging.getLogger(self._name).isEnabledFor(level):
                 return _ignore
             _ensure()
-        if self._logger is None:
-            import structlog
+        import structlog
 
+        if not structlog.is_configured():  # a library user's process: its logging decides
+            if self._plain is None:
+                self._plain = _through_logging(self._name)
+            return getattr(self._plain, attr)
+        if self._logger is None:
             self._logger = structlog.get_logger(self._name)
         return getattr(self._logger, attr)
+
+
+def _through_logging(name: str) -> Any:
+    """A logger for a process that set up no structlog (codechunkd used as a library):
+    records go to the standard library's logger ``name`` as ``key=value`` lines, so the
+    host's logging decides where (with none set up, warnings and worse reach stderr), never
+    to stdout, which structlog's defaults print every record to."""
+    import structlog
+
+    render = structlog.processors.KeyValueRenderer(key_order=["event"])
+
+    def to_logging(logger: Any, method: str, event: Any) -> dict[str, Any]:
+        exc_info = event.pop("exc_info", None)  # logging prints the traceback itself
+        return {"msg": render(logger, method, event), "exc_info": exc_info}
+
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        processors=[to_logging],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
