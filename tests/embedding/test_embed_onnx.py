@@ -15,8 +15,8 @@ import pytest
 
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.embedding.batching import CPU_BATCH_TOKENS
 from codechunkd.embedding.embed_onnx import (
-    BATCH_TOKENS,
     SESSIONS_MEMORY,
     OnnxEmbedder,
     SessionLayout,
@@ -107,7 +107,7 @@ def test_vectors_do_not_depend_on_batching(onnx_settings: EmbeddingSettings) -> 
 
 @pytest.mark.slow
 def test_long_texts_go_through_in_small_batches(onnx_settings: EmbeddingSettings) -> None:
-    """Long texts are batched by padded tokens (``BATCH_TOKENS``), however large
+    """Long texts are batched by padded tokens (``CPU_BATCH_TOKENS``), however large
     ``batch_size`` is: a session's memory arena keeps its largest batch for good."""
     settings = replace(onnx_settings, sessions=1, threads=1, batch_size=32)
     embedder = OnnxEmbedder(settings)
@@ -115,7 +115,7 @@ def test_long_texts_go_through_in_small_batches(onnx_settings: EmbeddingSettings
     tokens = counter_for(settings.model)(texts)
     padded = [min(n, settings.max_seq_length) for n in tokens]
     embedder.embed(texts)
-    least = -(-sum(padded) // BATCH_TOKENS)  # batches no fewer than the tokens need
+    least = -(-sum(padded) // CPU_BATCH_TOKENS)  # batches no fewer than the tokens need
     assert embedder.session_batches[0] >= least > -(-len(texts) // settings.batch_size)
 
 

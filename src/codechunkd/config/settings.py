@@ -134,8 +134,8 @@ class EmbeddingSettings:
     are 1024 texts (fewer when long) and the model runs in fp16; when fp16 vectors stray past
     cosine 0.999 of fp32's on a sample, their model id ends in ``/fp16`` (a cache of their own)."""
     batch_size: int = 32
-    """Texts per embedding batch (the `onnx` backend also stops a batch at 1,024 padded
-    tokens: 4 texts of 256, which on a CPU run as fast and hold far less memory). Bounds: 1
+    """Texts per embedding batch (a model run here on a CPU also stops a batch at 1,024
+    padded tokens: 4 texts of 256, which run as fast and hold far less memory). Bounds: 1
     to 4096."""
     max_seq_length: int = 256
     """Tokens the model reads of each text; the rest of a long chunk is not embedded (counted).

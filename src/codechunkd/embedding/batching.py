@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+CPU_BATCH_TOKENS = 1024
+"""A CPU batch's padded tokens, at most (4 texts of 256): attention's work and memory grow
+with count x length squared, and onnxruntime's arena keeps the largest batch a session
+ran.  On 2 cores, 600 stdlib chunks in batches of 32 against capped: onnx (one session of
+2 threads) 37 against 40-43 texts/s and a peak RSS of 665 against 256 MiB (512 tokens:
+218 MiB, no faster); torch 30-34 against 37-38 texts/s, 920 against 798 MiB.  Short texts
+still go ``embedding.batch_size`` at a time."""
+
 
 def length_batches(
     lengths: Sequence[int], batch_size: int, *, workers: int = 1, max_tokens: int = 0

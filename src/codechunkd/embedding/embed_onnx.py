@@ -39,7 +39,7 @@ import numpy.typing as npt
 from codechunkd import atomicfile, logs
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors, normalize
-from codechunkd.embedding.batching import length_batches
+from codechunkd.embedding.batching import CPU_BATCH_TOKENS, length_batches
 from codechunkd.embedding.models import model_dimension, model_fingerprint
 from codechunkd.embedding.onnx_export import (
     ModelLayout,
@@ -64,13 +64,6 @@ _LEGACY_MODES = {
 
 
 log = logs.get_logger("codechunkd.embedding")
-
-BATCH_TOKENS = 1024
-"""At most this many padded tokens per batch (4 texts of 256).  A session's memory arena
-keeps the largest batch it ran, and attention grows with count x length squared.  On 2
-cores (one session of 2 threads), 600 stdlib chunks in batches of 32 took the process to
-665 MiB at 37 texts/s; capped at 1,024 tokens, 256 MiB at 40-43 texts/s (512: 218 MiB,
-no faster).  Short texts still go ``embedding.batch_size`` at a time."""
 
 
 def pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:
@@ -310,7 +303,7 @@ class OnnxEmbedder:
         modes = pooling_modes(layout.pooling)
         lengths = [len(e.ids) for e in encodings]
         batches = length_batches(
-            lengths, self._settings.batch_size, workers=len(sessions), max_tokens=BATCH_TOKENS
+            lengths, self._settings.batch_size, workers=len(sessions), max_tokens=CPU_BATCH_TOKENS
         )
         rows: dict[int, Vectors] = {}
         counts = self.session_batches if sessions is self._sessions else [0] * len(sessions)

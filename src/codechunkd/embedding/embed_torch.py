@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from codechunkd.config.settings import EmbeddingSettings
 from codechunkd.embedding.base import Vectors, normalize
-from codechunkd.embedding.batching import length_batches
+from codechunkd.embedding.batching import CPU_BATCH_TOKENS, length_batches
 from codechunkd.embedding.models import model_dimension, model_fingerprint, model_path
 from codechunkd.errors import EmbeddingError
 from codechunkd.platform import usable_cpus
@@ -190,7 +190,7 @@ class TorchEmbedder:
     def _produced(self, model: Any, texts: list[str]) -> Iterator[Batch]:
         """Padded batches of ``texts``, tokenized and bucketed on a producer thread."""
         size = self.batch_size
-        tokens = GPU_BATCH_TOKENS if self._gpu else 0
+        tokens = GPU_BATCH_TOKENS if self._gpu else CPU_BATCH_TOKENS
         workers = min(8, usable_cpus()) if self._gpu else 1
         msl = self._settings.max_seq_length
         out: queue.Queue[Batch | BaseException | None] = queue.Queue(maxsize=4)
