@@ -6,6 +6,12 @@
     .venv/bin/python bench/embedding.py --remote [--n 1024] [--remote-delay 0.05]
     .venv/bin/python bench/embedding.py --machine [--n 300] [--gpu-n N] [--onnx-dir DIR]
                                         [--end-to-end 40]
+    .venv/bin/python bench/embedding.py --batch-tokens 0,512,1024,2048 [--n 300] [--repeat 2]
+
+``--batch-tokens``: the onnx backend (and torch on the CPU, when installed) with a CPU
+batch's padded tokens capped at each count (``batching.CPU_BATCH_TOKENS``; 0: batches of
+``--batch-size`` whatever their length), each run in its own process, round-robin:
+texts/s, texts per CPU-second and peak RSS, and each against the default cap.
 
 ``--remote``: the remote backend against a stand-in ``/v1/embeddings`` server on
 127.0.0.1 that takes ``--remote-delay`` seconds per 32 texts (a GPU server's time;
@@ -143,6 +149,11 @@ def run_backend(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {**BACKENDS[args.run], "onnx_dir": args.onnx_dir}
     if args.run == "remote":
         options.update(remote_url=args.url, remote_model="bench", concurrency=1)
+    if args.cap is not None:  # --batch-tokens: this run's cap, where each backend reads it
+        from codechunkd.embedding import embed_onnx, embed_torch
+
+        for module in (embed_onnx, embed_torch):  # each imported the constant by name
+            module.__dict__["CPU_BATCH_TOKENS"] = args.cap
     embedder = make_embedder(EmbeddingSettings(batch_size=args.batch_size, **options))
     embedder.embed(texts[:4])  # loads the model: part of a cold start
     load_s = time.perf_counter() - t0
@@ -234,6 +245,46 @@ def run_remote(argv: list[str]) -> None:
     finally:
         server.stdin.close()
         server.wait(timeout=30)
+
+
+def batch_caps(args: argparse.Namespace) -> None:
+    """Each CPU batch cap in its own process, round-robin; the best run of each shown."""
+    import importlib.util
+
+    from codechunkd.embedding.batching import CPU_BATCH_TOKENS
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))
+    onnx_dir = args.onnx_dir or str(work / "onnx")
+    common = ["--n", str(args.n), "--batch-size", str(args.batch_size), "--onnx-dir", onnx_dir]
+    child([*common, "--export", "fp32"])
+    caps = [int(c) for c in args.batch_tokens.split(",")]
+    if CPU_BATCH_TOKENS not in caps:
+        caps.append(CPU_BATCH_TOKENS)
+    backends = ["onnx"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for round_ in range(args.repeat):
+        for name, cap in itertools.product(backends, caps):
+            out = work / f"{name}-{cap}-{round_}.npy"
+            child([*common, "--run", name, "--cap", str(cap), "--out", str(out)])
+            run = json.loads(out.with_suffix(".json").read_text())
+            if (name, cap) not in best or run["embed_s"] < best[name, cap]["embed_s"]:
+                best[name, cap] = run
+    n = len(stdlib_functions(args.n))
+    print(
+        f"\n{n} stdlib functions, batch {args.batch_size}, {os.cpu_count()} CPUs, "
+        f"best of {args.repeat} round-robin runs; ratios against the default cap "
+        f"({CPU_BATCH_TOKENS})\n"
+    )
+    print(
+        f"{'backend':<8} {'cap':>6} {'texts/s':>8} {'x':>6} {'texts/CPU-s':>11} {'peak RSS MB':>11}"
+    )
+    for (name, cap), run in best.items():
+        rate, base = n / run["embed_s"], n / best[name, CPU_BATCH_TOKENS]["embed_s"]
+        print(
+            f"{name:<8} {cap or 'none':>6} {rate:>8.1f} {rate / base:>6.2f} "
+            f"{n / run['cpu_s']:>11.1f} {run['rss_mb']:>11.0f}"
+        )
 
 
 def layouts(args: argparse.Namespace) -> None:
@@ -539,6 +590,12 @@ def main() -> None:
     parser.add_argument(
         "--machine", action="store_true", help="every path this machine has, in one run"
     )
+    parser.add_argument(
+        "--batch-tokens",
+        default="",
+        help="comma-separated caps of a CPU batch's padded tokens (0: none), each timed",
+    )
+    parser.add_argument("--cap", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -551,6 +608,8 @@ def main() -> None:
         return serve(args)
     if args.run:
         return run_backend(args)
+    if args.batch_tokens:
+        return batch_caps(args)
     if args.layouts:
         return layouts(args)
     if args.remote:
