@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from codechunkd.config.settings import EmbeddingSettings
+from codechunkd.embedding.batching import CPU_BATCH_TOKENS
 from codechunkd.embedding.embed_onnx import sample_code_texts
 from codechunkd.embedding.embed_torch import (
     FP16_MIN_COSINE,
@@ -66,6 +67,20 @@ def test_bucketed_loop_equals_sentence_transformers(cpu_torch: tuple[TorchEmbedd
     assert ours.shape == (43, 384)
     assert min_cosine(ours, theirs) > 0.99999
     assert embedder.model_id.endswith("/seq256")  # fp32 on CPU: the onnx backend's id
+
+
+@pytest.mark.torch
+def test_cpu_batches_keep_to_the_padded_tokens(cpu_torch: tuple[TorchEmbedder, Any]) -> None:
+    """On a CPU, a batch of long texts stops at ``CPU_BATCH_TOKENS`` padded tokens before
+    ``batch_size`` texts (attention's memory grows with the square of the length); every
+    text goes through once."""
+    embedder, model = cpu_torch
+    texts = functions(40)
+    batches = list(embedder._produced(model, texts))
+    shapes = [features["input_ids"].shape for _, features in batches]
+    assert all(rows * width <= CPU_BATCH_TOKENS for rows, width in shapes), shapes
+    assert any(rows < embedder.batch_size for rows, _ in shapes[:-1]), shapes  # cut by tokens
+    assert sorted(i for indices, _ in batches for i in indices) == list(range(40))
 
 
 @pytest.mark.torch
