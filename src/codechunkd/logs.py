@@ -95,13 +95,13 @@ class _Logger:
             if level is not None and not logging.getLogger(self._name).isEnabledFor(level):
                 return _ignore
             _ensure()
-        import structlog
-
-        if not structlog.is_configured():  # a library user's process: its logging decides
-            if self._plain is None:
-                self._plain = _through_logging(self._name)
-            return getattr(self._plain, attr)
         if self._logger is None:
+            import structlog
+
+            if not structlog.is_configured():  # a library user's process: its logging decides
+                if self._plain is None:
+                    self._plain = _through_logging(self._name)
+                return getattr(self._plain, attr)
             self._logger = structlog.get_logger(self._name)
         return getattr(self._logger, attr)
 
