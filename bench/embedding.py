@@ -37,9 +37,9 @@ subprocess, so "import+load" is a cold start (imports, model load, first
 batch) and "peak RSS" is that process's alone.  For each backend it prints raw
 throughput (texts/s and tokens/s, tokens as the model reads them, i.e. after
 truncation to ``max_seq_length``), the cosine of its vectors to torch fp32's, and
-the throughput ratio to torch (to onnx, without the torch extra), and texts per CPU-second of the embedding process
-(steadier than wall time when other work shares the machine; for ``remote`` it
-counts the client only).  ``remote`` is the remote backend talking to a
+the throughput ratio to torch (to onnx, without the torch extra), and texts per
+CPU-second of the embedding process (steadier than wall time when other work shares
+the machine; for ``remote`` it counts the client only).  ``remote`` is the remote backend talking to a
 local ``/v1/embeddings`` server (this script, ``--serve``, running the onnx
 backend) over 127.0.0.1: its throughput is the onnx model's minus the protocol.
 
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import itertools
 import json
 import os
@@ -247,21 +248,31 @@ def run_remote(argv: list[str]) -> None:
         server.wait(timeout=30)
 
 
-def batch_caps(args: argparse.Namespace) -> None:
-    """Each CPU batch cap in its own process, round-robin; the best run of each shown."""
-    import importlib.util
+def has_torch() -> bool:
+    """Whether the torch extra is installed (the default install has no torch)."""
+    return importlib.util.find_spec("torch") is not None
 
-    from codechunkd.embedding.batching import CPU_BATCH_TOKENS
 
+def workspace(args: argparse.Namespace) -> tuple[Path, str, list[str]]:
+    """A fresh work directory, the ONNX export's directory (in it, unless ``--onnx-dir``
+    names one) and the arguments every child gets."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))
     onnx_dir = args.onnx_dir or str(work / "onnx")
     common = ["--n", str(args.n), "--batch-size", str(args.batch_size), "--onnx-dir", onnx_dir]
+    return work, onnx_dir, common
+
+
+def batch_caps(args: argparse.Namespace) -> None:
+    """Each CPU batch cap in its own process, round-robin; the best run of each shown."""
+    from codechunkd.embedding.batching import CPU_BATCH_TOKENS
+
+    work, _, common = workspace(args)
     child([*common, "--export", "fp32"])
     caps = [int(c) for c in args.batch_tokens.split(",")]
     if CPU_BATCH_TOKENS not in caps:
         caps.append(CPU_BATCH_TOKENS)
-    backends = ["onnx"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    backends = ["onnx"] + (["torch"] if has_torch() else [])
     best: dict[tuple[str, int], dict[str, Any]] = {}
     for round_ in range(args.repeat):
         for name, cap in itertools.product(backends, caps):
@@ -618,14 +629,9 @@ def main() -> None:
     if args.machine:
         return machine(args)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))
-    onnx_dir = args.onnx_dir or str(work / "onnx")
-    common = ["--n", str(args.n), "--batch-size", str(args.batch_size), "--onnx-dir", onnx_dir]
+    work, onnx_dir, common = workspace(args)
     names = [b.strip() for b in args.backends.split(",") if b.strip()]
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:  # the default install: onnx is the reference
+    if not has_torch():  # the default install: onnx is the reference
         names = [n for n in names if not n.startswith("torch")] or ["onnx"]
         print("torch is not installed (the torch extra): vectors and speed against onnx")
     elif "torch" not in names:
