@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -468,3 +469,27 @@ def test_a_reading_process_embeds_queries_with_one_session_of_one_thread(
     indexer = OnnxEmbedder(wide)
     np.testing.assert_allclose(got, indexer.embed(query), atol=1e-5)
     assert reader.model_id == indexer.model_id
+
+
+def test_a_model_trained_in_place_gets_a_new_id(tmp_path: Path) -> None:
+    """Weights rewritten in place at the same size (a fine-tune saved over its directory)
+    change the model id, so neither the old export nor vectors cached under the old id (the
+    embedding cache's key) serve the new weights."""
+    from safetensors.numpy import load_file, save_file
+
+    from codechunkd.embedding.models import bundled_model_path
+
+    model = tmp_path / "model"
+    shutil.copytree(bundled_model_path(), model)
+    settings = EmbeddingSettings(backend="onnx", model=str(model), onnx_dir=str(tmp_path / "c"))
+    before = OnnxEmbedder(settings).model_id
+    weights = load_file(str(model / "model.safetensors"))
+    name = next(k for k in weights if k.endswith("encoder.layer.5.output.dense.weight"))
+    weights[name] = weights[name] * np.float32(0.5)
+    size = (model / "model.safetensors").stat().st_size
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    assert (model / "model.safetensors").stat().st_size == size
+    assert OnnxEmbedder(settings).model_id != before
+    assert OnnxEmbedder(settings).model_id == OnnxEmbedder(settings).model_id  # stable
+    bundled = EmbeddingSettings(backend="onnx")
+    assert OnnxEmbedder(bundled).model_id == "all-MiniLM-L6-v2@abc18903e790/seq256"  # unmoved

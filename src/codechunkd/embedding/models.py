@@ -30,8 +30,28 @@ def model_path(model: str) -> Path | None:
     return path if path.is_dir() else None
 
 
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+SAMPLES = 32
+SAMPLE_BYTES = 64 * 1024
+
+
+def sampled_digest(path: Path) -> bytes:
+    """A digest of ``SAMPLES`` blocks spread evenly over a weights file (2 MiB read, not the
+    whole file): weights trained or edited in place, at the same size, change it, since any
+    training moves nearly every float."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        for i in range(SAMPLES):
+            f.seek(max(0, (size - SAMPLE_BYTES) * i // (SAMPLES - 1)))
+            h.update(f.read(SAMPLE_BYTES))
+    return h.digest()
+
+
 def model_fingerprint(model: str) -> str:
-    """A model id that changes when the weights do: name + short hash of its config files."""
+    """A model id that changes when the weights do: name + short hash of its config files and
+    of its weights (their size, and for a model other than the bundled one, samples of them:
+    a model directory fine-tuned in place must not reuse the old model's vectors)."""
     path = model_path(model)
     if path is None:
         return model
@@ -49,6 +69,11 @@ def model_fingerprint(model: str) -> str:
     weights = path / "model.safetensors"
     if weights.is_file():
         h.update(str(weights.stat().st_size).encode())
+    if model != BUNDLED_MODEL:  # the bundled weights are pinned by their package: the id stays
+        for name in WEIGHT_FILES:
+            if (path / name).is_file():
+                h.update(name.encode())
+                h.update(sampled_digest(path / name))
     label = "all-MiniLM-L6-v2" if model == BUNDLED_MODEL else Path(model).name
     return f"{label}@{h.hexdigest()[:12]}"
 
