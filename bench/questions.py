@@ -8,6 +8,7 @@
     .venv/bin/python bench/questions.py --disable RULE,...    # once search can switch rules off
     .venv/bin/python bench/questions.py --ablate RULE,...     # + default with each rule off
     .venv/bin/python bench/questions.py --windows 3           # long chunks: 3 windows pooled
+    .venv/bin/python bench/questions.py --model DIR           # another model directory
 
 The questions are data, one TOML file per repository in ``bench/questions/``: where the
 code is (``root`` with ``{site_packages}``, ``{stdlib}`` or ``{code_cache}``, ``include``
@@ -310,9 +311,13 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def _window(window: int | None) -> dict[str, int]:
-    """Settings overrides for ``--window``: the model reads that many tokens of a chunk."""
-    return {"embedding.max_seq_length": window} if window else {}
+def _window(window: int | None, model: str | None = None) -> dict[str, int | str]:
+    """Settings overrides for ``--window`` (the model reads that many tokens of a chunk) and
+    ``--model`` (a model directory instead of the bundled one)."""
+    found: dict[str, int | str] = {"embedding.max_seq_length": window} if window else {}
+    if model:
+        found["embedding.model"] = model
+    return found
 
 
 STRIDE = 32
@@ -378,6 +383,7 @@ def build_index(
     fresh: bool,
     window: int | None = None,
     windows: int | None = None,
+    model: str | None = None,
 ) -> tuple[Any, str]:
     """The repository's index (built, or reused from ``work``) and a line saying which."""
     from codechunkd.config import load_settings
@@ -392,9 +398,10 @@ def build_index(
         f"{repo.name}-{digest}-{code_digest()}"
         + (f"-w{window}" if window else "")
         + (f"-p{windows}" if windows else "")
+        + (f"-m{hashlib.sha256(model.encode()).hexdigest()[:8]}" if model else "")
     )
     settings = load_settings(
-        env={}, overrides={"index.dir": str(home / "index"), **_window(window)}
+        env={}, overrides={"index.dir": str(home / "index"), **_window(window, model)}
     )
     done = home / "done.json"
     if fresh and home.exists():
@@ -538,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--window", type=int, help="tokens of a chunk the model reads (embedding.max_seq_length)"
     )
+    ap.add_argument("--model", help="a sentence-transformers model directory (embedding.model)")
     ap.add_argument(
         "--windows",
         type=int,
@@ -576,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     from codechunkd.config import load_settings
     from codechunkd.embedding.embedder import make_embedder
 
-    embedding = load_settings(env={}, overrides=_window(args.window)).embedding
+    embedding = load_settings(env={}, overrides=_window(args.window, args.model)).embedding
     embedder = make_embedder(embedding)
     windows = args.windows if args.windows and args.windows > 1 else None
     if windows:
@@ -613,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
             args.fresh,
             args.window,
             windows,
+            args.model,
         )
         print(line, file=log, flush=True)
         t0 = time.monotonic()
