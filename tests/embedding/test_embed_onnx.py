@@ -381,7 +381,6 @@ def test_layout_is_measured_once_and_cached(onnx_settings: EmbeddingSettings) ->
 
 def test_fixed_layout_is_not_measured(onnx_settings: EmbeddingSettings) -> None:
     """threads and sessions both set: that layout is opened, nothing is timed or cached."""
-
     from structlog.testing import capture_logs
 
     settings = replace(onnx_settings, threads=1, sessions=2)

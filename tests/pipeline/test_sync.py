@@ -10,6 +10,8 @@ from tests.conftest import Indexer, Repo
 
 from codechunkd.config import load_settings
 from codechunkd.errors import ModelMismatch
+from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.verify import verify
 
 PY = '''"""Settings helpers."""
 
@@ -365,3 +367,56 @@ def test_a_big_change_starts_with_small_batches_that_double() -> None:
     assert sizes == [8, 16, 32, 32, 12]
     assert [v for s in _slices(files, 32, first=8) for v in s] == files
     assert [len(s) for s in _slices(files[:5], 2, first=8)] == [2, 2, 1]
+
+
+def _build_output(repo: Repo) -> None:
+    """A package with its builds committed: hand-written code, and what a bundler writes."""
+    bundle = "var a=function(n){return n+1};" * 400  # one 12 KB line
+    repo.write("src/add.js", "export function add(a, b) {\n  return a + b\n}\n")
+    long_regex = "const ipv6 = /" + "(?:[a-f0-9]{1,4}:)" * 40 + "/\n"  # one long hand-written line
+    check = "export function isIp{}(s) {{\n  return ipv6.test(s)\n}}\n"
+    checks = "".join(check.format(i) for i in range(40))
+    repo.write("src/net.js", long_regex + checks)  # 2.8 KB, 26% of it in that line
+    repo.write("dist/add.min.js", "export function add(a,b){return a+b}\n")
+    repo.write("dist/bundle.js", f"/* built */\n{bundle}\n")
+    repo.write("dist/bundle.js.map", '{"version":3,"sources":["../src/add.js"],"mappings":"AAAA"}')
+    repo.write("dist/theme.css", "a{color:red}" * 300 + "\n")  # 3.6 KB, one line: minified
+    repo.write("site.map", "a hand-written text file that happens to end in .map\n")
+    repo.commit()
+
+
+def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Source maps and minified JavaScript and CSS (by name, or most of the file in very
+    long lines) are skipped with their reasons, and `verify` agrees; hand-written code with
+    one long line and a `.map` file that is no source map are indexed."""
+    _build_output(repo)
+    settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "ix")})
+    ix = Indexer(settings, embedder)
+    report = ix.sync(repo.path)
+    assert report.skipped == {"minified": 3, "source_map": 1}
+    assert {r["path"] for r in ix.rows()} == {"src/add.js", "src/net.js", "site.map"}
+    assert verify(settings, ix.store, GitSource(repo.path)).ok
+    ix.close()
+
+
+def test_build_output_is_indexed_when_asked_and_dropped_again(
+    repo: Repo, tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """`files.skip_generated = false` indexes build output like any file; switching the
+    skip back on (as an upgrade to a version that skips it does) drops those rows at the
+    next sync, and the index equals a fresh chunking."""
+    _build_output(repo)
+    index = tmp_path / "ix"
+    keep = load_settings(
+        env={"CODECHUNKD_FILES_SKIP_GENERATED": "false"}, overrides={"index.dir": str(index)}
+    )
+    ix = Indexer(keep, embedder)
+    assert ix.sync(repo.path).skipped == {}
+    assert "dist/bundle.js.map" in {r["path"] for r in ix.rows()}
+    ix.close()
+    default = load_settings(env={}, overrides={"index.dir": str(index)})
+    ix = Indexer(default, embedder)
+    ix.sync(repo.path)
+    assert {r["path"] for r in ix.rows()} == {"src/add.js", "src/net.js", "site.map"}
+    assert verify(default, ix.store, GitSource(repo.path)).ok
+    ix.close()

@@ -213,6 +213,10 @@ class FilesSettings:
     max_file_size: int = 1_000_000
     """Files larger than this many bytes are skipped (counted as ``too_large``).
     Bounds: 1 to 2_147_483_648."""
+    skip_generated: bool = True
+    """Skip build output: source maps (``*.map``, counted as ``source_map``) and minified
+    JavaScript and CSS (``*.min.js``, or most of the file in lines over 500 characters;
+    ``minified``). ``false`` indexes them like any file."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

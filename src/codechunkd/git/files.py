@@ -20,6 +20,40 @@ class Text:
     """True when the file was not valid UTF-8 and was decoded with U+FFFD replacements."""
 
 
+#: A line longer than this is not written by hand (minified code, an inlined blob).
+MINIFIED_LINE = 500
+#: Minified: at least this share of a JavaScript or CSS file's bytes in such lines (a
+#: hand-written file with one long regex or data line stays well below: the highest among
+#: 1,086 files of npm's dependencies, the bench corpora and the venv was 0.59, the lowest
+#: minified one 0.92).
+MINIFIED_SHARE = 0.8
+#: Smaller files are left alone: little to lose by indexing them, and a short file with
+#: one long line is often hand-written.
+MINIFIED_MIN_BYTES = 2048
+_MINIFIABLE = (".js", ".mjs", ".cjs", ".css")
+_MINIFIED_NAMES = (".min.js", ".min.mjs", ".min.cjs", ".min.css")
+
+
+def generated(path: str, data: bytes) -> str | None:
+    """``source_map`` or ``minified`` for build output nobody reads or searches, else None.
+
+    A source map (``*.map``: JSON with ``"mappings"``) repeats the sources it maps, so its
+    chunks come up beside theirs; a minified bundle is one line of renamed code, hundreds
+    of chunks that say nothing. Committed ``dist/`` folders hold both (MobX's npm package:
+    5,654 chunks with them, 3,653 without, its own ``src/`` 640).
+    """
+    name = path.rsplit("/", 1)[-1].lower()
+    if name.endswith(".map") and data.lstrip()[:1] == b"{" and b'"mappings"' in data:
+        return "source_map"
+    if name.endswith(_MINIFIED_NAMES):
+        return "minified"
+    if name.endswith(_MINIFIABLE) and len(data) >= MINIFIED_MIN_BYTES:
+        long = sum(len(line) for line in data.split(b"\n") if len(line) > MINIFIED_LINE)
+        if long >= MINIFIED_SHARE * len(data):
+            return "minified"
+    return None
+
+
 def skip_reason_of_entry(entry: Entry) -> str | None:
     """Entries that are never read: a submodule's commit, a symlink's target."""
     if entry is Entry.SUBMODULE:

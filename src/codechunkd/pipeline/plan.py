@@ -49,6 +49,7 @@ def fingerprint(settings: Settings, model_id: str) -> str:
         f"max={s.files.max_file_size}",
         f"inc={s.files.include}",
         f"exc={s.files.exclude}",
+        f"gen={s.files.skip_generated}",
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 

@@ -14,7 +14,7 @@ from codechunkd.chunking.languages import detect_language
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import FileVersion, GitSource
-from codechunkd.git.files import as_text, read_raw
+from codechunkd.git.files import as_text, generated, read_raw
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +51,9 @@ def prepare_bytes(
     if isinstance(text, str):
         return Prepared(version=version, skip_reason=text)
     path, data = version.path, text.data
+    build_output = generated(path, data) if settings.files.skip_generated else None
+    if build_output:
+        return Prepared(version=version, skip_reason=build_output)
     language = detect_language(path, data[:256], settings.chunking.extensions)
     try:
         chunks = chunk(path, data, settings.chunking, language=language, count_tokens=count_tokens)
