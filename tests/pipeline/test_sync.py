@@ -369,6 +369,9 @@ def test_a_big_change_starts_with_small_batches_that_double() -> None:
     assert [len(s) for s in _slices(files[:5], 2, first=8)] == [2, 2, 1]
 
 
+KEPT = {"src/add.js", "src/net.js", "site.map", "search/products.map"}
+
+
 def _build_output(repo: Repo) -> None:
     """A package with its builds committed: hand-written code, and what a bundler writes."""
     bundle = "var a=function(n){return n+1};" * 400  # one 12 KB line
@@ -382,19 +385,20 @@ def _build_output(repo: Repo) -> None:
     repo.write("dist/bundle.js.map", '{"version":3,"sources":["../src/add.js"],"mappings":"AAAA"}')
     repo.write("dist/theme.css", "a{color:red}" * 300 + "\n")  # 3.6 KB, one line: minified
     repo.write("site.map", "a hand-written text file that happens to end in .map\n")
+    repo.write("search/products.map", '{"mappings": {"properties": {"name": {"type": "text"}}}}')
     repo.commit()
 
 
 def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     """Source maps and minified JavaScript and CSS (by name, or most of the file in very
     long lines) are skipped with their reasons, and `verify` agrees; hand-written code with
-    one long line and a `.map` file that is no source map are indexed."""
+    one long line and `.map` files that are no source maps are indexed."""
     _build_output(repo)
     settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "ix")})
     ix = Indexer(settings, embedder)
     report = ix.sync(repo.path)
     assert report.skipped == {"minified": 3, "source_map": 1}
-    assert {r["path"] for r in ix.rows()} == {"src/add.js", "src/net.js", "site.map"}
+    assert {r["path"] for r in ix.rows()} == KEPT
     assert verify(settings, ix.store, GitSource(repo.path)).ok
     ix.close()
 
@@ -417,6 +421,6 @@ def test_build_output_is_indexed_when_asked_and_dropped_again(
     default = load_settings(env={}, overrides={"index.dir": str(index)})
     ix = Indexer(default, embedder)
     ix.sync(repo.path)
-    assert {r["path"] for r in ix.rows()} == {"src/add.js", "src/net.js", "site.map"}
+    assert {r["path"] for r in ix.rows()} == KEPT
     assert verify(default, ix.store, GitSource(repo.path)).ok
     ix.close()
