@@ -9,6 +9,7 @@
     .venv/bin/python bench/questions.py --ablate RULE,...     # + default with each rule off
     .venv/bin/python bench/questions.py --windows 3           # long chunks: 3 windows pooled
     .venv/bin/python bench/questions.py --model DIR           # another model directory
+    .venv/bin/python bench/questions.py --published --repos axios,mobx  # + builds and docs
 
 The questions are data, one TOML file per repository in ``bench/questions/``: where the
 code is (``root`` with ``{site_packages}``, ``{stdlib}`` or ``{code_cache}``, ``include``
@@ -56,6 +57,7 @@ skipped, with the commands that fetch it (its ``setup``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -311,13 +313,26 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def _window(window: int | None, model: str | None = None) -> dict[str, int | str]:
-    """Settings overrides for ``--window`` (the model reads that many tokens of a chunk) and
-    ``--model`` (a model directory instead of the bundled one)."""
-    found: dict[str, int | str] = {"embedding.max_seq_length": window} if window else {}
+def _window(
+    window: int | None, model: str | None = None, keep_generated: bool = False
+) -> dict[str, int | str | bool]:
+    """Settings overrides for ``--window`` (the model reads that many tokens of a chunk),
+    ``--model`` (a model directory instead of the bundled one) and ``--keep-generated``
+    (build output indexed like any file)."""
+    found: dict[str, int | str | bool] = {"embedding.max_seq_length": window} if window else {}
     if model:
         found["embedding.model"] = model
+    if keep_generated:
+        found["files.skip_generated"] = False
     return found
+
+
+def published(repo: Repo) -> Repo | None:
+    """The repository as its package was published, every file under its root (its builds
+    and docs beside the judged sources), or None when its root is no package folder."""
+    if not (repo.root / "package.json").is_file():
+        return None
+    return dataclasses.replace(repo, include=("**/*",), exclude=None)
 
 
 STRIDE = 32
@@ -384,6 +399,7 @@ def build_index(
     window: int | None = None,
     windows: int | None = None,
     model: str | None = None,
+    keep_generated: bool = False,
 ) -> tuple[Any, str]:
     """The repository's index (built, or reused from ``work``) and a line saying which."""
     from codechunkd.config import load_settings
@@ -399,10 +415,10 @@ def build_index(
         + (f"-w{window}" if window else "")
         + (f"-p{windows}" if windows else "")
         + (f"-m{hashlib.sha256(model.encode()).hexdigest()[:8]}" if model else "")
+        + ("-g" if keep_generated else "")
     )
-    settings = load_settings(
-        env={}, overrides={"index.dir": str(home / "index"), **_window(window, model)}
-    )
+    overrides = _window(window, model, keep_generated)
+    settings = load_settings(env={}, overrides={"index.dir": str(home / "index"), **overrides})
     done = home / "done.json"
     if fresh and home.exists():
         shutil.rmtree(home)
@@ -547,6 +563,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--model", help="a sentence-transformers model directory (embedding.model)")
     ap.add_argument(
+        "--published",
+        action="store_true",
+        help="index every file of a package as published (its builds, docs); npm packages only",
+    )
+    ap.add_argument(
+        "--keep-generated",
+        action="store_true",
+        help="index build output like any file (files.skip_generated = false)",
+    )
+    ap.add_argument(
         "--windows",
         type=int,
         help="embed up to N windows of a long chunk, their vectors pooled (PooledWindows)",
@@ -599,13 +625,19 @@ def main(argv: list[str] | None = None) -> int:
             for cmd in repo.setup:
                 print(f"    {cmd}", file=sys.stderr)
             continue
+        if args.published:
+            whole = published(repo)
+            if whole is None:
+                print(f"--published: {repo.name} is no package folder; skipped", file=sys.stderr)
+                continue
+            repo = whole
         files = repo.files()
         bad = check_judgements(repo, files)
         if bad:
             print(f"{repo.name}: judged files not in the corpus: {'; '.join(bad)}", file=sys.stderr)
             return 2
         digest = corpus_digest(repo.root, files)
-        if repo.digest and digest != repo.digest:
+        if repo.digest and digest != repo.digest and not args.published:
             print(
                 f"{repo.name}: the corpus ({digest}) is not the one judged ({repo.judged}, "
                 f"{repo.digest}): its figures may be off",
@@ -622,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             args.window,
             windows,
             args.model,
+            args.keep_generated,
         )
         print(line, file=log, flush=True)
         t0 = time.monotonic()

@@ -139,3 +139,25 @@ def test_pooled_windows_read_a_long_text_past_the_models_window(embedder) -> Non
     question = embedder.embed(["email the invoice to the customer"])[0]
     assert float(question @ long) > float(question @ whole) + 0.05
     assert float(long @ long) == pytest.approx(1, abs=1e-5)
+
+
+def test_published_takes_every_file_of_a_package_folder_only(tmp_path: Path) -> None:
+    """``--published`` indexes a package's whole folder (builds beside the judged sources);
+    a corpus rooted in the standard library or site-packages is no package and is refused."""
+    pkg = tmp_path / "pkg"
+    (pkg / "src").mkdir(parents=True)
+    (pkg / "dist").mkdir()
+    for rel in ("package.json", "src/a.ts", "dist/a.js", "dist/a.js.map"):
+        (pkg / rel).write_text("{}")
+    where = {"code_cache": str(tmp_path), "stdlib": str(tmp_path / "lib")}
+    spec = tmp_path / "pkg.toml"
+    spec.write_text(
+        'name = "pkg"\nsplit = "tune"\nlanguage = "typescript"\nroot = "{code_cache}/pkg"\n'
+        'include = ["src/**/*.ts"]\n'
+    )
+    repo = Q.load_repo(spec, where)
+    assert repo.files() == ["src/a.ts"]
+    assert Q.published(repo).files() == ["dist/a.js", "dist/a.js.map", "package.json", "src/a.ts"]
+    spec.write_text(spec.read_text().replace("{code_cache}/pkg", "{stdlib}"))
+    assert Q.published(Q.load_repo(spec, where)) is None
+    assert Q._window(None, keep_generated=True) == {"files.skip_generated": False}

@@ -369,7 +369,14 @@ def test_a_big_change_starts_with_small_batches_that_double() -> None:
     assert [len(s) for s in _slices(files[:5], 2, first=8)] == [2, 2, 1]
 
 
-KEPT = {"src/add.js", "src/net.js", "site.map", "search/products.map"}
+KEPT = {
+    "src/add.js",
+    "src/net.js",
+    "src/emit.js",
+    "types/add.d.ts",
+    "site.map",
+    "search/products.map",
+}
 
 
 def _build_output(repo: Repo) -> None:
@@ -386,18 +393,35 @@ def _build_output(repo: Repo) -> None:
     repo.write("dist/theme.css", "a{color:red}" * 300 + "\n")  # 3.6 KB, one line: minified
     repo.write("site.map", "a hand-written text file that happens to end in .map\n")
     repo.write("search/products.map", '{"mappings": {"properties": {"name": {"type": "text"}}}}')
+    repo.write(
+        "dist/add.js",
+        "export function add(a, b) {\n  return a + b;\n}\n//# sourceMappingURL=add.js.map\n",
+    )
+    repo.write(
+        "dist/add.d.ts",
+        "export declare function add(a: number, b: number): number;\n"
+        "//# sourceMappingURL=add.d.ts.map",  # no newline at the end
+    )
+    repo.write(
+        "dist/theme.dev.css", "a {\n  color: red;\n}\n\n/*# sourceMappingURL=theme.dev.css.map */\n"
+    )
+    repo.write("types/add.d.ts", "export declare function add(a: number, b: number): number;\n")
+    repo.write(
+        "src/emit.js", "export const tail = (name) =>\n  `//# sourceMappingURL=${name}.map`\n"
+    )
     repo.commit()
 
 
 def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    """Source maps and minified JavaScript and CSS (by name, or most of the file in very
-    long lines) are skipped with their reasons, and `verify` agrees; hand-written code with
-    one long line and `.map` files that are no source maps are indexed."""
+    """Source maps, minified JavaScript and CSS (by name, or most of the file in very long
+    lines) and compiled output (a last line naming its source map) are skipped with their
+    reasons, and `verify` agrees; hand-written code with one long line or that writes such a
+    comment, declarations by hand and `.map` files that are no source maps are indexed."""
     _build_output(repo)
     settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "ix")})
     ix = Indexer(settings, embedder)
     report = ix.sync(repo.path)
-    assert report.skipped == {"minified": 3, "source_map": 1}
+    assert report.skipped == {"minified": 3, "source_map": 1, "compiled": 3}
     assert {r["path"] for r in ix.rows()} == KEPT
     assert verify(settings, ix.store, GitSource(repo.path)).ok
     ix.close()

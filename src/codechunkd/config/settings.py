@@ -214,9 +214,11 @@ class FilesSettings:
     """Files larger than this many bytes are skipped (counted as ``too_large``).
     Bounds: 1 to 2_147_483_648."""
     skip_generated: bool = True
-    """Skip build output: source maps (``*.map``, counted as ``source_map``) and minified
+    """Skip build output: source maps (``*.map``, counted as ``source_map``), minified
     JavaScript and CSS (``*.min.js``, or most of the file in lines over 500 characters;
-    ``minified``). ``false`` indexes them like any file."""
+    ``minified``) and compiled JavaScript, CSS and ``.d.ts`` whose last line names their
+    source map (``//# sourceMappingURL=``; ``compiled``). ``false`` indexes them like any
+    file (a repository whose only copy of some code is its build)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,24 +33,32 @@ MINIFIED_SHARE = 0.8
 MINIFIED_MIN_BYTES = 2048
 _MINIFIABLE = (".js", ".mjs", ".cjs", ".css")
 _MINIFIED_NAMES = (".min.js", ".min.mjs", ".min.cjs", ".min.css")
+_COMPILABLE = (*_MINIFIABLE, ".d.ts", ".d.mts", ".d.cts")  # tsc's declarations, too
 #: A source map: a JSON object whose "version" key, 3, comes first (as in all 1,021 source
 #: maps found here), not any JSON with a "mappings" key (a search engine's field mappings).
 _SOURCE_MAP = re.compile(rb'\s*\{\s*"version"\s*:\s*3\b')
+#: The last line a compiler or bundler writes after JavaScript or CSS made from other
+#: sources (the source map spec's comment): ``//# sourceMappingURL=x.js.map``.
+_COMPILED = re.compile(rb"\s*(?://|/\*)[#@] sourceMappingURL=")
 
 
 def generated(path: str, data: bytes) -> str | None:
-    """``source_map`` or ``minified`` for build output nobody reads or searches, else None.
+    """``source_map``, ``minified`` or ``compiled`` for build output, else None.
 
-    A source map (``*.map``: JSON that begins ``{"version": 3``) repeats the sources it maps, so its
-    chunks come up beside theirs; a minified bundle is one line of renamed code, hundreds
-    of chunks that say nothing. Committed ``dist/`` folders hold both (MobX's npm package:
-    5,654 chunks with them, 3,653 without, its own ``src/`` 640).
+    A source map (``*.map``: JSON that begins ``{"version": 3``) repeats the sources it
+    maps, so its chunks come up beside theirs; a minified bundle is one line of renamed
+    code, hundreds of chunks that say nothing; compiled JavaScript, CSS and declarations
+    (their last line names their source map) repeat their sources. Committed ``dist/``
+    folders hold all three: a package's questions, asked of the package as published
+    (``bench/questions.py``'s judgements), ranked its own files far lower beside them.
     """
     name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(".map") and _SOURCE_MAP.match(data):
         return "source_map"
     if name.endswith(_MINIFIED_NAMES):
         return "minified"
+    if name.endswith(_COMPILABLE) and _COMPILED.match(data[data.rstrip().rfind(b"\n") + 1 :]):
+        return "compiled"
     if name.endswith(_MINIFIABLE) and len(data) >= MINIFIED_MIN_BYTES:
         long = sum(len(line) for line in data.split(b"\n") if len(line) > MINIFIED_LINE)
         if long >= MINIFIED_SHARE * len(data):
