@@ -625,24 +625,25 @@ def main(argv: list[str] | None = None) -> int:
             for cmd in repo.setup:
                 print(f"    {cmd}", file=sys.stderr)
             continue
-        if args.published:
-            whole = published(repo)
-            if whole is None:
-                print(f"--published: {repo.name} is no package folder; skipped", file=sys.stderr)
-                continue
-            repo = whole
+        whole = published(repo) if args.published else repo
+        if whole is None:
+            print(f"--published: {repo.name} is no package folder; skipped", file=sys.stderr)
+            continue
         files = repo.files()
         bad = check_judgements(repo, files)
         if bad:
             print(f"{repo.name}: judged files not in the corpus: {'; '.join(bad)}", file=sys.stderr)
             return 2
         digest = corpus_digest(repo.root, files)
-        if repo.digest and digest != repo.digest and not args.published:
+        if repo.digest and digest != repo.digest:
             print(
                 f"{repo.name}: the corpus ({digest}) is not the one judged ({repo.judged}, "
                 f"{repo.digest}): its figures may be off",
                 file=sys.stderr,
             )
+        if whole is not repo:  # the judged sources checked above, then their whole package
+            repo, files = whole, whole.files()
+            digest = corpus_digest(repo.root, files)
         index, line = build_index(
             repo,
             files,
