@@ -57,13 +57,21 @@ def generated(path: str, data: bytes) -> str | None:
         return "source_map"
     if name.endswith(_MINIFIED_NAMES):
         return "minified"
-    if name.endswith(_COMPILABLE) and _COMPILED.match(data[data.rstrip().rfind(b"\n") + 1 :]):
+    if name.endswith(_COMPILABLE) and _COMPILED.match(data, _last_line(data)):
         return "compiled"
     if name.endswith(_MINIFIABLE) and len(data) >= MINIFIED_MIN_BYTES:
         long = sum(len(line) for line in data.split(b"\n") if len(line) > MINIFIED_LINE)
         if long >= MINIFIED_SHARE * len(data):
             return "minified"
     return None
+
+
+def _last_line(data: bytes) -> int:
+    """Where the last line that is not blank begins (no copy of the file made)."""
+    end = len(data)
+    while end and data[end - 1] in b" \t\r\n":
+        end -= 1
+    return data.rfind(b"\n", 0, end) + 1
 
 
 def skip_reason_of_entry(entry: Entry) -> str | None:
