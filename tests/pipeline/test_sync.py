@@ -376,6 +376,9 @@ KEPT = {
     "types/add.d.ts",
     "site.map",
     "search/products.map",
+    "package.json",
+    "go.mod",
+    "src/lock.json",
 }
 
 
@@ -406,6 +409,13 @@ def _build_output(repo: Repo) -> None:
         "dist/theme.dev.css", "a {\n  color: red;\n}\n\n/*# sourceMappingURL=theme.dev.css.map */\n"
     )
     repo.write("types/add.d.ts", "export declare function add(a: number, b: number): number;\n")
+    repo.write("package.json", '{"name": "add", "dependencies": {"left-pad": "^1.3.0"}}\n')
+    repo.write("package-lock.json", '{"name": "add", "lockfileVersion": 3, "packages": {}}\n')
+    repo.write("web/yarn.lock", 'left-pad@^1.3.0:\n  version "1.3.0"\n')
+    repo.write("go.mod", "module example.com/add\n\ngo 1.21\n")
+    repo.write("go.sum", "example.com/pad v1.0.0 h1:AAAA=\n")
+    repo.write("tools/Cargo.lock", 'version = 3\n\n[[package]]\nname = "pad"\n')
+    repo.write("src/lock.json", '{"held_by": "a hand-written file named like a lock"}\n')
     repo.write(
         "src/emit.js", "export const tail = (name) =>\n  `//# sourceMappingURL=${name}.map`\n"
     )
@@ -413,15 +423,16 @@ def _build_output(repo: Repo) -> None:
 
 
 def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    """Source maps, minified JavaScript and CSS (by name, or most of the file in very long
-    lines) and compiled output (a last line naming its source map) are skipped with their
-    reasons, and `verify` agrees; hand-written code with one long line or that writes such a
-    comment, declarations by hand and `.map` files that are no source maps are indexed."""
+    """Dependency lock files (by name, in any folder), source maps, minified JavaScript and
+    CSS (by name, or most of the file in very long lines) and compiled output (a last line
+    naming its source map) are skipped with their reasons, and `verify` agrees; manifests,
+    hand-written code with one long line or that writes such a comment, declarations by hand
+    and `.map` files that are no source maps are indexed."""
     _build_output(repo)
     settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "ix")})
     ix = Indexer(settings, embedder)
     report = ix.sync(repo.path)
-    assert report.skipped == {"minified": 3, "source_map": 1, "compiled": 3}
+    assert report.skipped == {"minified": 3, "source_map": 1, "compiled": 3, "lockfile": 4}
     assert {r["path"] for r in ix.rows()} == KEPT
     assert verify(settings, ix.store, GitSource(repo.path)).ok
     ix.close()

@@ -214,11 +214,13 @@ class FilesSettings:
     """Files larger than this many bytes are skipped (counted as ``too_large``).
     Bounds: 1 to 2_147_483_648."""
     skip_generated: bool = True
-    """Skip build output: source maps (``*.map``, counted as ``source_map``), minified
-    JavaScript and CSS (``*.min.js``, or most of the file in lines over 500 characters;
-    ``minified``) and compiled JavaScript, CSS and ``.d.ts`` whose last line names their
-    source map (``//# sourceMappingURL=``; ``compiled``). ``false`` indexes them like any
-    file (a repository whose only copy of some code is its build)."""
+    """Skip what tools write: dependency lock files (``package-lock.json``, ``Cargo.lock``,
+    ``go.sum``, ``poetry.lock`` and the like, by name; counted as ``lockfile``), source maps
+    (``*.map``; ``source_map``), minified JavaScript and CSS (``*.min.js``, or most of the
+    file in lines over 500 characters; ``minified``) and compiled JavaScript, CSS and
+    ``.d.ts`` whose last line names their source map (``//# sourceMappingURL=``;
+    ``compiled``). ``false`` indexes them like any file (a repository whose only copy of some
+    code is its build)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

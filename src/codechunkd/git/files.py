@@ -42,8 +42,50 @@ _SOURCE_MAP = re.compile(rb'\s*\{\s*"version"\s*:\s*3\b')
 _COMPILED = re.compile(rb"\s*(?://|/\*)[#@] sourceMappingURL=")
 
 
+#: Dependency lock files, by name: what a package manager writes about the versions it
+#: resolved (GitHub's linguist calls them generated, too). The manifest beside each
+#: (``package.json``, ``Cargo.toml``, ``go.mod``, ``pyproject.toml``) stays indexed.
+LOCK_FILES = frozenset(
+    {
+        "package-lock.json",  # npm
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "deno.lock",
+        "cargo.lock",  # Rust
+        "go.sum",  # Go: checksums of modules
+        "gopkg.lock",
+        "glide.lock",
+        "poetry.lock",  # Python
+        "pipfile.lock",
+        "pdm.lock",
+        "uv.lock",
+        "pylock.toml",
+        "composer.lock",  # PHP
+        "gemfile.lock",  # Ruby
+        "podfile.lock",  # CocoaPods
+        "package.resolved",  # Swift
+        "pubspec.lock",  # Dart
+        "mix.lock",  # Elixir
+        "flake.lock",  # Nix
+        "packages.lock.json",  # NuGet
+        "gradle.lockfile",
+        ".terraform.lock.hcl",
+    }
+)
+GENERATED_RULES = 2
+"""Bumped when ``generated`` decides differently (2: lock files): part of the index's
+fingerprint, so an index made under the old rules is re-planned once."""
+
+
 def generated(path: str, data: bytes) -> str | None:
-    """``source_map``, ``minified`` or ``compiled`` for build output, else None.
+    """``lockfile``, ``source_map``, ``minified`` or ``compiled`` for what tools write, else
+    None.
+
+    A lock file (``LOCK_FILES``) is hundreds of chunks of package names, versions and
+    hashes: axios's own ``package-lock.json`` (837 KB) makes 475 chunks beside the 290 of
+    its ``lib/``, embedded for nothing.
 
     A source map (``*.map``: JSON that begins ``{"version": 3``) repeats the sources it
     maps, so its chunks come up beside theirs; a minified bundle is one line of renamed
@@ -53,6 +95,8 @@ def generated(path: str, data: bytes) -> str | None:
     (``bench/questions.py``'s judgements), ranked its own files far lower beside them.
     """
     name = path.rsplit("/", 1)[-1].lower()
+    if name in LOCK_FILES or (name.startswith("pylock.") and name.endswith(".toml")):
+        return "lockfile"
     if name.endswith(".map") and _SOURCE_MAP.match(data):
         return "source_map"
     if name.endswith(_MINIFIED_NAMES):

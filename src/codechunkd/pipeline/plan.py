@@ -29,6 +29,7 @@ from codechunkd.git.changes import (
     GitSource,
     Matcher,
 )
+from codechunkd.git.files import GENERATED_RULES
 from codechunkd.pipeline.order import Rank, ordered, ranker
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.rows import FileRecord
@@ -49,7 +50,7 @@ def fingerprint(settings: Settings, model_id: str) -> str:
         f"max={s.files.max_file_size}",
         f"inc={s.files.include}",
         f"exc={s.files.exclude}",
-        f"gen={s.files.skip_generated}",
+        f"gen={s.files.skip_generated and GENERATED_RULES}",
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
