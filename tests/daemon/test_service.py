@@ -355,3 +355,35 @@ def test_after_ready_status_keeps_the_last_real_batch_and_counts_no_idle_degrade
     jobs = doc["daemon"]["jobs"]
     assert jobs["reconcile"]["runs"] >= 2, jobs
     assert jobs["degraded_reconcile"]["runs"] == 0, jobs
+
+
+def test_status_says_which_files_are_not_indexed_and_why(repo: Repo, index_dir: Path) -> None:
+    """`status` counts the files the daemon recorded without chunks, by reason, from the
+    table: a lock file and a minified bundle; once the lock file is deleted, only the
+    bundle is left in the count."""
+    from codechunkd.daemon.status import render_text
+
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.write("package-lock.json", '{"name": "app", "lockfileVersion": 3, "packages": {}}\n')
+    repo.write("dist/app.min.js", "export function a(b){return b+1}\n")
+    repo.commit("init")
+    overrides = {"index.dir": str(index_dir), "daemon.nice": 0, "daemon.debounce_ms": 50}
+    service = Service(load_settings(overrides=overrides), specs=[SourceSpec.parse(str(repo.path))])
+    seen: dict[str, Any] = {}
+
+    def skipped() -> dict[str, int]:
+        (source,) = service.status()["sources"]
+        return dict(source.get("skipped") or {})
+
+    def drive() -> None:
+        wait_for(service.ready.is_set, "the first index")
+        seen["before"] = service.status()
+        (repo.path / "package-lock.json").unlink()
+        repo.commit("no lock file")
+        wait_for(lambda: skipped() == {"minified": 1}, "the lock file's row gone from the count")
+
+    assert run_service(service, drive) == 0
+    (source,) = seen["before"]["sources"]
+    assert source["skipped"] == {"lockfile": 1, "minified": 1}
+    assert source["files"] == 1
+    assert "not indexed: 1 lockfile, 1 minified" in render_text(seen["before"])

@@ -143,7 +143,7 @@ def _source_snapshot(
         "chunks": 0,
         "updated_at": None,
     }
-    table = table_counts(service.reader, src.id) if read_git else None
+    table = table_counts(service.reader, src.id, skipped=True) if read_git else None
     head: str | None = None
     head_branch = "?"
     if read_git:

@@ -123,6 +123,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"    {s.get('files', 0)} files, {s.get('chunks', 0)} chunks, "
             f"{len(s.get('dirty') or {})} dirty files, updated {s.get('updated_at')}"
         )
+        if s.get("skipped"):
+            lines.append(f"    {skipped_text(s['skipped'])}")
         if "text_chunks" in s:
             lines.append(f"    {coverage_text(s)}")
         progress = s.get("progress")
@@ -177,6 +179,12 @@ def source_label(s: Mapping[str, Any]) -> str:
     if state and state not in ("ready", "indexing", label):
         label = f"{label}, {state}"
     return label
+
+
+def skipped_text(skipped: Mapping[str, int]) -> str:
+    """``not indexed: 212 compiled, 1 lockfile`` (the files' ``skip_reason``, most first)."""
+    most = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "not indexed: " + ", ".join(f"{n:,} {reason}" for reason, n in most)
 
 
 def truncated_text(count: int) -> str:
@@ -281,9 +289,10 @@ class SourceSnapshot:
     failing: str | None = None
     """Why the last sync failed, until a reconcile succeeds."""
     watcher: Mapping[str, Any] | None = None
-    table: Mapping[str, int] | None = None
+    table: Mapping[str, Any] | None = None
     """What the table holds now (``storage.coverage.table_counts``): its ``files`` and
-    ``chunks`` replace the recorded ones, which lag behind a running sync."""
+    ``chunks`` replace the recorded ones, which lag behind a running sync; ``skipped``
+    counts the files recorded without chunks by reason."""
 
     @property
     def fresh(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -115,15 +115,22 @@ def without_vector(store: IndexStore, ids: Sequence[str]) -> set[str]:
     return {r["id"] for r in rows}
 
 
-def table_counts(store: IndexStore | None, source: str) -> dict[str, int] | None:
+def table_counts(
+    store: IndexStore | None, source: str, *, skipped: bool = False
+) -> dict[str, Any] | None:
     """What the table holds for ``source`` now, for ``status``: ``files``, ``chunks`` (both
-    as ``IndexStore.count``), ``text_chunks`` and ``vector_chunks``. None without a store or
-    when it cannot be read (status then says what ``state.json`` recorded)."""
+    as ``IndexStore.count``), ``text_chunks`` and ``vector_chunks``; with ``skipped``, the
+    files recorded without chunks by reason (``IndexStore.skipped``). None without a store
+    or when it cannot be read (status then says what ``state.json`` recorded)."""
     if store is None:
         return None
     try:
         files, chunks = store.count(source)
         cov = coverage(store, source)
+        skips = store.skipped(source) if skipped else None
     except CodechunkdError:
         return None
-    return {"files": files, "chunks": chunks, **cov.as_dict()}
+    counts: dict[str, Any] = {"files": files, "chunks": chunks, **cov.as_dict()}
+    if skips is not None:
+        counts["skipped"] = skips
+    return counts

@@ -8,6 +8,7 @@ an index (``storage/upkeep.py``).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -193,6 +194,16 @@ class Reads(Tables):
         if (tbl := self._table(S.CHUNKS)) is not None:
             chunks = tbl.count_rows(where)
         return files, chunks
+
+    @translating("counting skipped files")
+    def skipped(self, source: SourceId) -> dict[str, int]:
+        """Files of ``source`` recorded without chunks, by ``skip_reason`` (name order)."""
+        tbl = self._table(S.FILES)
+        if tbl is None:
+            return {}
+        where = f"source = {quote(source)} AND skip_reason IS NOT NULL"
+        reasons = _scan_all(tbl, where, ["skip_reason"]).column("skip_reason").to_pylist()
+        return dict(sorted(Counter(reasons).items()))
 
 
 def _scan_all(tbl: Any, where: str | None, columns: Sequence[str]) -> pa.Table:
