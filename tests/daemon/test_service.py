@@ -386,4 +386,4 @@ def test_status_says_which_files_are_not_indexed_and_why(repo: Repo, index_dir: 
     (source,) = seen["before"]["sources"]
     assert source["skipped"] == {"lockfile": 1, "minified": 1}
     assert source["files"] == 1
-    assert "not indexed: 1 lockfile, 1 minified" in render_text(seen["before"])
+    assert "not indexed: lockfile 1, minified 1" in render_text(seen["before"])

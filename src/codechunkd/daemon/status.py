@@ -182,9 +182,9 @@ def source_label(s: Mapping[str, Any]) -> str:
 
 
 def skipped_text(skipped: Mapping[str, int]) -> str:
-    """``not indexed: 212 compiled, 1 lockfile`` (the files' ``skip_reason``, most first)."""
-    most = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "not indexed: " + ", ".join(f"{n:,} {reason}" for reason, n in most)
+    """``not indexed: compiled 212, lockfile 1``: the files' ``skip_reason``, as
+    ``codechunkd index`` prints its ``skipped``."""
+    return "not indexed: " + ", ".join(f"{k} {v:,}" for k, v in sorted(skipped.items()))
 
 
 def truncated_text(count: int) -> str:
