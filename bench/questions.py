@@ -313,7 +313,7 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def _window(
+def _overrides(
     window: int | None, model: str | None = None, keep_generated: bool = False
 ) -> dict[str, int | str | bool]:
     """Settings overrides for ``--window`` (the model reads that many tokens of a chunk),
@@ -417,7 +417,7 @@ def build_index(
         + (f"-m{hashlib.sha256(model.encode()).hexdigest()[:8]}" if model else "")
         + ("-g" if keep_generated else "")
     )
-    overrides = _window(window, model, keep_generated)
+    overrides = _overrides(window, model, keep_generated)
     settings = load_settings(env={}, overrides={"index.dir": str(home / "index"), **overrides})
     done = home / "done.json"
     if fresh and home.exists():
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     from codechunkd.config import load_settings
     from codechunkd.embedding.embedder import make_embedder
 
-    embedding = load_settings(env={}, overrides=_window(args.window, args.model)).embedding
+    embedding = load_settings(env={}, overrides=_overrides(args.window, args.model)).embedding
     embedder = make_embedder(embedding)
     windows = args.windows if args.windows and args.windows > 1 else None
     if windows:

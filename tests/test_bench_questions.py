@@ -160,4 +160,4 @@ def test_published_takes_every_file_of_a_package_folder_only(tmp_path: Path) -> 
     assert Q.published(repo).files() == ["dist/a.js", "dist/a.js.map", "package.json", "src/a.ts"]
     spec.write_text(spec.read_text().replace("{code_cache}/pkg", "{stdlib}"))
     assert Q.published(Q.load_repo(spec, where)) is None
-    assert Q._window(None, keep_generated=True) == {"files.skip_generated": False}
+    assert Q._overrides(None, keep_generated=True) == {"files.skip_generated": False}
