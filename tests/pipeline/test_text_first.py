@@ -188,6 +188,36 @@ def test_the_fill_follows_the_order_source_first(
     assert sent[0].startswith("pkg/") and sent[-1] == "vendor/lib/last.py", sent
 
 
+def test_the_fill_keeps_every_worker_of_the_embedder_busy(
+    repo: Repo, index_dir: Path, server: StallingServer
+) -> None:
+    """The fill hands the embedder a full batch for each of its workers at once: with 3
+    requests allowed in flight and batches of 4, three requests of the fill are held by
+    the server together (a call of one batch, 4 texts, would make at most 2 of 2)."""
+    _repository(repo)
+    w = _Writer(index_dir, server.url, CODECHUNKD_EMBEDDING_CONCURRENCY="3")
+    server.stall.set()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            w.syncer.sync(GitSource(repo.path))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="sync")
+    thread.start()
+    try:
+        wait_for(lambda: server.held >= 3, "three of the fill's requests held at once")
+    finally:
+        server.stall.clear()
+        server.release.set()
+        thread.join(timeout=scaled(120))
+        w.close()
+    assert not thread.is_alive() and not errors, errors
+    assert coverage(w.store).complete
+
+
 def _index(
     repo: Path, index: Path, url: str, extra: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:

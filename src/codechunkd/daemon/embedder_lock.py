@@ -18,6 +18,7 @@ import numpy as np
 
 from codechunkd import heap, logs
 from codechunkd.daemon.answer import ModelBusy
+from codechunkd.embedding.base import texts_per_call
 from codechunkd.embedding.embedder import Embedder, Vectors
 
 log = logs.get_logger("codechunkd.daemon")
@@ -83,6 +84,14 @@ class LockedEmbedder:
         return bool(getattr(self.inner, "loaded", True))
 
     @property
+    def parallelism(self) -> int:
+        return max(1, int(getattr(self.inner, "parallelism", 1)))
+
+    @property
+    def batch_size(self) -> int:
+        return max(1, int(getattr(self.inner, "batch_size", self.slice_size)))
+
+    @property
     def waited_slices(self) -> int:
         """Turns of other calls that this thread's last call waited for before it ran."""
         return int(getattr(self._local, "waited", 0))
@@ -119,10 +128,9 @@ class LockedEmbedder:
 
     def slice_texts(self) -> int:
         """Texts in the next slice: every worker busy, about ``slice_seconds`` of work."""
-        workers = max(1, int(getattr(self.inner, "parallelism", 1)))
-        batch = max(1, int(getattr(self.inner, "batch_size", self.slice_size)))
+        workers = self.parallelism
         least = max(self.slice_size, 2 * workers)
-        most = max(least, workers * batch)
+        most = texts_per_call(self, least)
         wanted = int(self.texts_per_s * self.slice_seconds)
         return min(most, max(least, wanted))
 

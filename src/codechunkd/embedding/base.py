@@ -45,6 +45,15 @@ def vector_problems(vectors: npt.NDArray[np.floating], dimension: int) -> dict[i
     return problems
 
 
+def texts_per_call(embedder: object, least: int = 1) -> int:
+    """Texts one call should hand ``embedder`` so that none of its workers idles: a full
+    batch for each (``parallelism``: onnx sessions, requests in flight; ``batch_size``:
+    1,024 on a GPU), and at least ``least``."""
+    workers = max(1, int(getattr(embedder, "parallelism", 1)))
+    batch = max(1, int(getattr(embedder, "batch_size", least)))
+    return max(least, workers * batch)
+
+
 @runtime_checkable
 class Embedder(Protocol):
     @property

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from codechunkd import logs
+from codechunkd.embedding.base import texts_per_call
 from codechunkd.embedding.embedder import Embedder
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.coverage import fill_vectors, vectorless
@@ -140,11 +141,14 @@ class VectorFill:
         on_slice(report)  # the fill has begun: status says so before the model loads
         if texts:
             load()
+        # a full batch for each of the loaded model's workers (every onnx session busy on a
+        # big machine, 1,024 texts on a GPU), never fewer than embedding.batch_size
+        step = texts_per_call(self.embedder, self.step)
         hashes = {str(r["embed_text"]): str(r["embed_hash"]) for r in todo}
         committed_at = began = time.monotonic()
         interval = FILL_COMMIT_S
-        for start in range(0, len(texts), self.step):
-            part = texts[start : start + self.step]
+        for start in range(0, len(texts), step):
+            part = texts[start : start + step]
             vectors = self.embedder.embed(part)
             self.check(vectors, len(part))
             self.cache.put_many(model, {hashes[t]: vectors[j] for j, t in enumerate(part)})
