@@ -213,8 +213,11 @@ def main() -> None:
         )
 
 
-def ratio(n_files: int) -> None:
-    settings = load_settings(env={})
+def ratio(n_files: int, env: dict[str, str] | None = None, tag: str = "") -> None:
+    """A backend's raw speed on the chunks of ``n_files`` stdlib files against a cold
+    `codechunkd index` of them with the same settings (``env``: ``CODECHUNKD_*`` variables)."""
+    env = env or {}
+    settings = load_settings(env=env)
     files = stdlib_files(n_files)
     counter = counter_for(settings.embedding.model)
     texts: dict[str, None] = {}
@@ -228,10 +231,13 @@ def ratio(n_files: int) -> None:
     for i in range(0, len(ordered), settings.embedding.batch_size * 8):
         embedder.embed(ordered[i : i + settings.embedding.batch_size * 8])
     raw = len(ordered) / (time.perf_counter() - t0)
-    print(f"backend {settings.embedding.backend}: raw {raw:.2f} texts/s on {len(ordered)} texts")
+    backend = settings.embedding.backend
+    if backend == "torch":
+        backend += f" ({settings.embedding.device})"
+    print(f"backend {backend}: raw {raw:.2f} texts/s on {len(ordered)} texts")
 
     repo = make_repo_tree([(f, f.name) for f in files], f"cold-{n_files}")
-    report, wall, rss = cold_index(repo, OUT / f"cold-index-{n_files}", {})
+    report, wall, rss = cold_index(repo, OUT / f"cold-index-{n_files}{tag}", env)
     e2e_total = float(str(report["embedded"])) / wall
     e2e_sync = float(str(report["embedded"])) / float(str(report["seconds"]))
     print(

@@ -23,8 +23,9 @@ session layout, raw tokenize and forward limits, calibration's pick), torch on C
 on CUDA when present (with the raw fp16/fp32 forward on the GPU and the fp16 cosine;
 a line says so when torch is not installed; ``--gpu-n``: texts for the cuda paths),
 ``--remote``, and a cold ``codechunkd index`` against the best raw path (``--end-to-end
-N``; a line says so where lancedb, pygit2 or the grammars are missing, as on a GPU machine
-run by scripts/device_bench.sh).
+N``; a line says so where lancedb, pygit2 or the grammars are missing: scripts/device_bench.sh
+brings them to a GPU machine when scripts/pack_index_deps.sh has packed them), and with a
+CUDA device the same on the GPU (``--gpu-end-to-end N``).
 
 ``--layouts``: the onnx backend alone on every session layout of this machine (one
 session of 1…N threads, N one-thread sessions, the mixes), the raw limits (tokenize
@@ -565,6 +566,11 @@ def machine(args: argparse.Namespace) -> None:
             print(f"\nend to end: skipped, {', '.join(missing)} not installed here")
         else:
             end_to_end(args.end_to_end)
+            if args.gpu_end_to_end and has_torch():
+                import torch
+
+                if torch.cuda.is_available():
+                    end_to_end(args.gpu_end_to_end, cuda=True)
 
 
 def main() -> None:
@@ -584,6 +590,13 @@ def main() -> None:
         type=int,
         default=40,
         help="stdlib files for the end-to-end part (bench/cold.py's ratio; 0: skip it)",
+    )
+    parser.add_argument(
+        "--gpu-end-to-end",
+        type=int,
+        default=400,
+        help="with --machine and a CUDA device: stdlib files for the cold index on the GPU "
+        "(0: skip it)",
     )
     parser.add_argument(
         "--layouts",
@@ -693,10 +706,16 @@ def main() -> None:
         end_to_end(args.end_to_end)
 
 
-def end_to_end(n_files: int) -> None:
-    """The default backend inside the product: a cold index and a search without a daemon."""
+def end_to_end(n_files: int, cuda: bool = False) -> None:
+    """The default backend inside the product: a cold index and a search without a daemon
+    (``cuda``: the torch backend on the GPU instead, its cold index alone)."""
     from cold import OUT, ratio  # bench/cold.py, next to this file
 
+    if cuda:
+        print(f"\nend to end, torch backend on cuda, {n_files} stdlib files:")
+        env = {"CODECHUNKD_EMBEDDING_BACKEND": "torch", "CODECHUNKD_EMBEDDING_DEVICE": "cuda"}
+        ratio(n_files, env, "-cuda")
+        return
     print(f"\nend to end, default backend, {n_files} stdlib files (bench/cold.py --files N):")
     ratio(n_files)
     index = OUT / f"cold-index-{n_files}"
