@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/embedding.py --machine and bench/chunking.py on a lent GPU machine (16 cores, one
-# H100 or H200, no network), in about 8 minutes; the log lands in $OUT/device_bench.log, so it comes back even when the
-# run is cut off.
+# H100 or H200, no network), in about 8 minutes; the log lands in $OUT/device_bench.log,
+# so it comes back even when the run is cut off.
 #
 # Here, first (45 MiB: the bundled model as fp16 + structlog; it says the total):
 #     .venv/bin/python scripts/pack_model_fp16.py
