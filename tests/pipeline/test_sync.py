@@ -438,6 +438,31 @@ def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) ->
     ix.close()
 
 
+def test_a_large_lock_file_is_skipped_by_its_name_unread(
+    repo: Repo, tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """A lock file over `files.max_file_size` is counted as a `lockfile` (its name says what
+    it is before its size is looked at); with `files.skip_generated = false` it is one more
+    file too large."""
+    entry = '"node_modules/pkg{0}": {{"version": "1.0.{0}", "integrity": "sha512-{0}"}},\n'
+    repo.write("package-lock.json", "".join(entry.format(i) for i in range(200)))  # 17 KB
+    repo.write("src/add.js", "export function add(a, b) {\n  return a + b\n}\n")
+    repo.commit("a lock file over the size limit")
+    small = {"CODECHUNKD_FILES_MAX_FILE_SIZE": "4096"}
+    settings = load_settings(env=small, overrides={"index.dir": str(tmp_path / "ix")})
+    ix = Indexer(settings, embedder)
+    assert ix.sync(repo.path).skipped == {"lockfile": 1}
+    assert {r["path"] for r in ix.rows()} == {"src/add.js"}
+    ix.close()
+    keep = load_settings(
+        env={**small, "CODECHUNKD_FILES_SKIP_GENERATED": "false"},
+        overrides={"index.dir": str(tmp_path / "keep")},
+    )
+    ix = Indexer(keep, embedder)
+    assert ix.sync(repo.path).skipped == {"too_large": 1}
+    ix.close()
+
+
 def test_build_output_is_indexed_when_asked_and_dropped_again(
     repo: Repo, tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]

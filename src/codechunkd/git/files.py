@@ -79,6 +79,12 @@ GENERATED_RULES = 2
 fingerprint, so an index made under the old rules is re-planned once."""
 
 
+def is_lock_file(path: str) -> bool:
+    """A dependency lock file, by its name alone (``LOCK_FILES``, ``pylock.*.toml``)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    return name in LOCK_FILES or (name.startswith("pylock.") and name.endswith(".toml"))
+
+
 def generated(path: str, data: bytes) -> str | None:
     """``lockfile``, ``source_map``, ``minified`` or ``compiled`` for what tools write, else
     None.
@@ -94,9 +100,9 @@ def generated(path: str, data: bytes) -> str | None:
     folders hold all three: a package's questions, asked of the package as published
     (``bench/questions.py``'s judgements), ranked its own files far lower beside them.
     """
-    name = path.rsplit("/", 1)[-1].lower()
-    if name in LOCK_FILES or (name.startswith("pylock.") and name.endswith(".toml")):
+    if is_lock_file(path):
         return "lockfile"
+    name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(".map") and _SOURCE_MAP.match(data):
         return "source_map"
     if name.endswith(_MINIFIED_NAMES):
@@ -154,7 +160,7 @@ def read_text(
 
 
 def read_raw(
-    git: GitSource, version: FileVersion, *, max_size: int
+    git: GitSource, version: FileVersion, *, max_size: int, skip_lock_files: bool = False
 ) -> tuple[FileVersion, bytes | str]:
     """(the version actually read, its bytes or the reason it is skipped), not decoded yet.
 
@@ -164,11 +170,14 @@ def read_raw(
     returned is the one read, which may be newer than its status said.  A
     file that cannot be read (or vanished since its status) is returned with
     the blob ``UNREADABLE``: the index never claims a version it did not read,
-    and the file is read again once it can be.
+    and the file is read again once it can be.  ``skip_lock_files``: a lock file is
+    skipped by its name, unread (a large one is a ``lockfile``, not ``too_large``).
     """
     reason = skip_reason_of_entry(version.entry)
     if reason:
         return version, reason
+    if skip_lock_files and is_lock_file(version.path):
+        return version, "lockfile"
     unreadable = dataclasses.replace(version, blob=UNREADABLE, dirty=True)
     if version.blob == UNREADABLE:
         return unreadable, "unreadable"

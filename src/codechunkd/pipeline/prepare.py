@@ -36,7 +36,12 @@ def prepare_file(
     git: GitSource, version: FileVersion, settings: Settings, count_tokens: CountTokens
 ) -> Prepared:
     """Read, decode, detect and chunk one file; a bad file is a skip, never an exception."""
-    version, raw = read_raw(git, version, max_size=settings.files.max_file_size)
+    version, raw = read_raw(
+        git,
+        version,
+        max_size=settings.files.max_file_size,
+        skip_lock_files=settings.files.skip_generated,
+    )
     if isinstance(raw, str):
         return Prepared(version=version, skip_reason=raw)
     return prepare_bytes(version, raw, settings, count_tokens)

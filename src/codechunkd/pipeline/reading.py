@@ -119,7 +119,12 @@ class BatchReader:
         done: list[Prepared | None] = []  # None: chunked by the workers, in this order
         raws: list[tuple[FileVersion, bytes]] = []
         for v in batch:
-            version, raw = read_raw(git, v, max_size=self.settings.files.max_file_size)
+            version, raw = read_raw(
+                git,
+                v,
+                max_size=self.settings.files.max_file_size,
+                skip_lock_files=self.settings.files.skip_generated,
+            )
             if isinstance(raw, str):
                 done.append(Prepared(version=version, skip_reason=raw))
             else:
