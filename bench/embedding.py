@@ -299,7 +299,7 @@ def batch_caps(args: argparse.Namespace) -> None:
         )
 
 
-def layouts(args: argparse.Namespace) -> None:
+def layouts(args: argparse.Namespace) -> dict[str, float]:
     """ONNX on every session layout of this machine, the raw limits, and calibration's pick.
 
     Needs only onnxruntime, tokenizers, numpy, structlog and the model files (and torch once,
@@ -413,6 +413,7 @@ def layouts(args: argparse.Namespace) -> None:
         f"picked {choice.name}: its own timings {record['texts_per_s']}; that layout ran "
         f"{best[choice.name]:.1f} texts/s above, {best[choice.name] / top:.2f}x the best"
     )
+    return {"onnx-best": top, "onnx-picked": best[choice.name]}
 
 
 def remote_bench(args: argparse.Namespace) -> float:
@@ -509,6 +510,7 @@ def torch_paths(args: argparse.Namespace) -> dict[str, float]:
         if reference is None:
             reference = vectors
         cos = min_cosine(vectors[: len(reference)], reference[: len(vectors)])
+        rates[f"cos-{device}"] = cos
         print(
             f"\ntorch {device}: {rates[f'torch-{device}']:.1f} texts/s on {len(sample)} texts, "
             f"batch {embedder.batch_size}, min cosine to CPU fp32 {cos:.5f}, "
@@ -553,9 +555,10 @@ def gpu_forward(embedder: Any, texts: list[str]) -> dict[str, float]:
 
 
 def machine(args: argparse.Namespace) -> None:
-    """Every path this machine has, in one run (see the module docstring)."""
-    layouts(args)
-    torch_paths(args)
+    """Every path this machine has, in one run (see the module docstring), then the
+    figures issue #20 asks of a big machine, each against its bound."""
+    figures = layouts(args)
+    figures.update(torch_paths(args))
     remote_bench(args)
     if args.end_to_end:
         import importlib.util
@@ -565,12 +568,31 @@ def machine(args: argparse.Namespace) -> None:
         if missing:
             print(f"\nend to end: skipped, {', '.join(missing)} not installed here")
         else:
-            end_to_end(args.end_to_end)
-            if args.gpu_end_to_end and has_torch():
-                import torch
+            figures["e2e-onnx"] = end_to_end(args.end_to_end)
+            if args.gpu_end_to_end and "torch-cuda" in figures:
+                figures["e2e-cuda"] = end_to_end(args.gpu_end_to_end, cuda=True)
+    summary(figures)
 
-                if torch.cuda.is_available():
-                    end_to_end(args.gpu_end_to_end, cuda=True)
+
+def summary(figures: dict[str, float]) -> None:
+    """#20's acceptance on this machine: each figure measured above against its bound."""
+
+    def line(what: str, value: float | None, bound: float, unit: str = "") -> None:
+        if value is None:
+            print(f"  {what:<52} not measured here")
+            return
+        verdict = "meets" if value >= bound else "MISSES"
+        print(f"  {what:<52} {value:>9.3f}{unit}  (bound {bound:g}{unit}: {verdict})")
+
+    get = figures.get
+    print(f"\nsummary ({os.cpu_count()} CPUs; #20 sets its bounds for 16 cores and a GPU):")
+    line("onnx, best layout, texts/s", get("onnx-best"), 160)
+    picked, best = get("onnx-picked"), get("onnx-best")
+    line("onnx, calibration's pick / best layout", picked / best if picked and best else None, 0.95)
+    line("torch on cuda, texts/s", get("torch-cuda"), 10_000)
+    line("torch on cuda, min cosine to CPU fp32", get("cos-cuda"), 0.999)
+    line("cold index / raw, onnx (sync)", get("e2e-onnx"), 0.8)
+    line("cold index / raw, torch on cuda (sync)", get("e2e-cuda"), 0.8)
 
 
 def main() -> None:
@@ -706,7 +728,7 @@ def main() -> None:
         end_to_end(args.end_to_end)
 
 
-def end_to_end(n_files: int, cuda: bool = False) -> None:
+def end_to_end(n_files: int, cuda: bool = False) -> float:
     """The default backend inside the product: a cold index and a search without a daemon
     (``cuda``: the torch backend on the GPU instead, its cold index alone)."""
     from cold import OUT, ratio  # bench/cold.py, next to this file
@@ -714,10 +736,9 @@ def end_to_end(n_files: int, cuda: bool = False) -> None:
     if cuda:
         print(f"\nend to end, torch backend on cuda, {n_files} stdlib files:")
         env = {"CODECHUNKD_EMBEDDING_BACKEND": "torch", "CODECHUNKD_EMBEDDING_DEVICE": "cuda"}
-        ratio(n_files, env, "-cuda")
-        return
+        return ratio(n_files, env, "-cuda")
     print(f"\nend to end, default backend, {n_files} stdlib files (bench/cold.py --files N):")
-    ratio(n_files)
+    e2e = ratio(n_files)
     index = OUT / f"cold-index-{n_files}"
     search = [sys.executable, "-m", "codechunkd", "search", "encode a string with base64"]
     walls = []
@@ -731,6 +752,7 @@ def end_to_end(n_files: int, cuda: bool = False) -> None:
         f"median {sorted(walls)[2]:.2f} s, max {max(walls):.2f} s"
     )
     print("peak RSS against repository size: bench/cold.py --rss-backend standin")
+    return e2e
 
 
 if __name__ == "__main__":
