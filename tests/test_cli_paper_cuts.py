@@ -4,6 +4,7 @@ and a fitting exit code (#32)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,28 @@ def test_status_of_a_path_in_no_source_says_so_and_lists_the_sources(
     code, out, _ = _main(["status", str(indexed.path), "--index-dir", str(index_dir)], capsys)
     assert code == 13  # stopped: no daemon, the source still printed
     assert str(indexed.path) in out
+
+
+def test_status_without_a_daemon_says_which_files_are_not_indexed_and_why(
+    repo: Repo, index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a one-off `codechunkd index`, `status` with no daemon counts the files recorded
+    without chunks by reason (from state.json); a later index updates the count."""
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.write("package-lock.json", '{"name": "app", "lockfileVersion": 3, "packages": {}}\n')
+    repo.write("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    repo.commit("init")
+    common = ["--index-dir", str(index_dir)]
+    assert _main(["index", str(repo.path), *common], capsys)[0] == 0
+    code, out, _ = _main(["status", *common], capsys)
+    assert code == 13, out  # stopped: no daemon
+    assert "not indexed: binary 1, lockfile 1" in out, out
+    (repo.path / "package-lock.json").unlink()
+    repo.commit("no lock file")
+    assert _main(["index", str(repo.path), *common], capsys)[0] == 0
+    _, out, _ = _main(["status", "--json", *common], capsys)
+    (source,) = json.loads(out)["sources"]
+    assert source["skipped"] == {"binary": 1} and source["files"] == 1, source
 
 
 def test_index_while_the_daemon_holds_the_index_exits_5_even_when_fresh(

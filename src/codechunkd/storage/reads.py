@@ -205,6 +205,24 @@ class Reads(Tables):
         reasons = _scan_all(tbl, where, ["skip_reason"]).column("skip_reason").to_pylist()
         return dict(sorted(Counter(reasons).items()))
 
+    def skipped_by_source(self) -> dict[str, dict[str, int]]:
+        """``skipped`` for every source at once (one scan): source id -> reason -> files."""
+        tbl = self._table(S.FILES)
+        if tbl is None:
+            return {}
+        rows = _scan_all(tbl, "skip_reason IS NOT NULL", ["source", "skip_reason"])
+        found = Counter(
+            zip(
+                rows.column("source").to_pylist(),
+                rows.column("skip_reason").to_pylist(),
+                strict=True,
+            )
+        )
+        out: dict[str, dict[str, int]] = {}
+        for (source, reason), n in sorted(found.items()):
+            out.setdefault(source, {})[reason] = n
+        return out
+
 
 def _scan_all(tbl: Any, where: str | None, columns: Sequence[str]) -> pa.Table:
     """Every row of the open table ``tbl`` matching ``where``, its ``columns``."""

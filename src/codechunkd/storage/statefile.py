@@ -41,6 +41,9 @@ class SourceState:
     files: int = 0
     chunks: int = 0
     updated_at: datetime | None = None
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    """Files recorded without chunks, by reason: counted from ``files`` when ``state.json``
+    is written (``status`` without a daemon shows them); no column of ``repos``."""
 
 
 def state_to_json(state: SourceState) -> dict[str, Any]:
@@ -59,6 +62,7 @@ def state_to_json(state: SourceState) -> dict[str, Any]:
         "files": state.files,
         "chunks": state.chunks,
         "updated_at": state.updated_at.isoformat() if state.updated_at else None,
+        "skipped": dict(state.skipped),
     }
 
 
@@ -103,6 +107,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "fingerprint": _STR,
     "embedding_model": _STR,
     "updated_at": _OPT_STR,
+    "skipped": (dict,),
 }
 """The JSON types of a source entry's fields (``state_to_json``): exact, so ``true`` is no
 number."""

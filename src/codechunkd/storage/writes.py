@@ -11,6 +11,7 @@ tests/pipeline/test_crash.py kills at.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -157,7 +158,12 @@ class Writes(Reads):
         ``without`` one source, whose rows are about to go (``remove_source``)."""
         if self.state_file is None:
             return
-        states = [s for s in self.states() if s.source.id != without]
+        skipped = self.skipped_by_source()
+        states = [
+            dataclasses.replace(s, skipped=skipped.get(s.source.id, {}))
+            for s in self.states()
+            if s.source.id != without
+        ]
         crashpoint("state_file.before")
         write_state_file(self.state_file, self.uri, states, schema_version=S.SCHEMA_VERSION)
         crashpoint("state_file.after")
