@@ -13,6 +13,7 @@ from tests.conftest import Indexer, Repo
 
 from codechunkd.cli import main
 from codechunkd.config import Settings, load_settings
+from codechunkd.embedding.embedder import make_embedder
 from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.plan import fingerprint, up_to_date
 from codechunkd.pipeline.sync import SyncProgress, order_rank
@@ -34,9 +35,19 @@ def _settings(index_dir: Path, **env: str) -> Settings:
 
 
 @pytest.fixture
-def small_slices(index_dir: Path, embedder: Any) -> Iterator[Indexer]:
-    """An indexer that embeds in slices of 4 texts."""
-    ix = Indexer(_settings(index_dir, embedding_batch_size="4"), embedder)
+def small_slices(
+    index_dir: Path, exported_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Indexer]:
+    """An indexer that embeds in slices of 4 texts: a model of one session and batches of 4
+    (a slice is a batch for each of the model's sessions), as its settings say."""
+    settings = _settings(
+        index_dir,
+        embedding_batch_size="4",
+        embedding_sessions="1",
+        embedding_threads="1",
+        embedding_onnx_dir=str(tmp_path_factory.getbasetemp() / "onnx-models"),
+    )
+    ix = Indexer(settings, make_embedder(settings.embedding))
     yield ix
     ix.close()
 

@@ -188,13 +188,20 @@ def test_the_fill_follows_the_order_source_first(
     assert sent[0].startswith("pkg/") and sent[-1] == "vendor/lib/last.py", sent
 
 
-def test_the_fill_keeps_every_worker_of_the_embedder_busy(
-    repo: Repo, index_dir: Path, server: StallingServer
+@pytest.mark.parametrize("files", [12, 4], ids=["text first, the fill", "in the batch"])
+def test_every_worker_of_the_embedder_is_kept_busy(
+    files: int, repo: Repo, index_dir: Path, server: StallingServer
 ) -> None:
-    """The fill hands the embedder a full batch for each of its workers at once: with 3
-    requests allowed in flight and batches of 4, three requests of the fill are held by
-    the server together (a call of one batch, 4 texts, would make at most 2 of 2)."""
-    _repository(repo)
+    """The embedder is handed a full batch for each of its workers at once, by the fill of
+    a text-first change (12 files) as by a small change embedded in its batch (4 files): with
+    3 requests allowed in flight and batches of 4, three requests are held by the server
+    together (a call of one batch, 4 texts, would make at most 2 of 2)."""
+    if files == 12:
+        _repository(repo)
+    else:
+        for i in range(files):
+            repo.write(f"pkg/mod{i}.py", _module(i))
+        repo.commit("init")
     w = _Writer(index_dir, server.url, CODECHUNKD_EMBEDDING_CONCURRENCY="3")
     server.stall.set()
     errors: list[BaseException] = []

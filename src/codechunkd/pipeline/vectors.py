@@ -22,7 +22,7 @@ import numpy.typing as npt
 from codechunkd import logs
 from codechunkd.chunking.chunker import content_hash
 from codechunkd.config.settings import Settings
-from codechunkd.embedding.base import vector_problems
+from codechunkd.embedding.base import texts_per_call, vector_problems
 from codechunkd.embedding.embedder import Embedder
 from codechunkd.errors import EmbeddingError
 from codechunkd.llm.summaries import EXTRACTIVE, PROMPT_VERSION, extractive_summary, llm_source
@@ -71,9 +71,10 @@ class Vectors:
         """Vectors for every chunk: from the cache, else computed once per distinct text
         (``compute=False``: left None, for ``pipeline/fill.py`` to fill in after the text).
 
-        The misses are embedded in slices of ``embedding.batch_size`` texts, and each
-        slice goes into the cache as soon as it is computed: a kill, an OOM or a power
-        cut mid-batch loses at most one slice, and the next run reuses the rest.
+        The misses are embedded in slices of a full batch for each of the model's workers
+        (``texts_per_call``), and each slice goes into the cache as soon as it is computed:
+        a kill, an OOM or a power cut mid-batch loses at most one slice, and the next run
+        reuses the rest.
         ``files_ready(n)`` hears after each slice how many of ``files`` have all their
         vectors.
         """
@@ -117,7 +118,7 @@ class Vectors:
                 if keys[c.embed_text] not in cached:
                     needed_by.setdefault(c.embed_text, []).append(i)
         ready_files = waiting.count(0)
-        step = max(1, self.settings.embedding.batch_size)
+        step = texts_per_call(self.embedder, self.settings.embedding.batch_size)
         for start in range(0, len(missing), step):
             texts = missing[start : start + step]
             vectors = self.embedder.embed(texts)
