@@ -271,6 +271,8 @@ WRONG_TYPES = {
     "commit a number": ("commit", 12),
     "files a string": ("files", "x"),
     "git_dir with a NUL": ("git_dir", "/tmp/a\0b"),
+    "skipped a list": ("skipped", ["binary"]),
+    "skipped counts as strings": ("skipped", {"binary": "2"}),
 }
 
 

@@ -139,4 +139,7 @@ def load_state_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
                 return None, f"a source entry's {key!r} has the wrong type ({type(value).__name__})"
             if isinstance(value, str) and "\0" in value:
                 return None, f"a source entry's {key!r} holds a NUL character"
+        counts = s.get("skipped") or {}
+        if any(type(k) is not str or type(n) is not int for k, n in counts.items()):
+            return None, "a source entry's 'skipped' holds other than counts by reason"
     return doc, None
