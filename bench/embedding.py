@@ -657,7 +657,8 @@ def main() -> None:
     if args.batch_tokens:
         return batch_caps(args)
     if args.layouts:
-        return layouts(args)
+        layouts(args)
+        return None
     if args.remote:
         remote_bench(args)
         return None
