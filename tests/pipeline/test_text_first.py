@@ -107,6 +107,23 @@ def writer(index_dir: Path, server: StallingServer) -> Iterator[_Writer]:
     w.close()
 
 
+def _sync_in_a_thread(
+    syncer: Syncer, git: GitSource, **kwargs: Any
+) -> tuple[threading.Thread, list[BaseException]]:
+    """``syncer.sync(git)`` started on a thread; what it raises lands in the list."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            syncer.sync(git, **kwargs)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="sync")
+    thread.start()
+    return thread, errors
+
+
 def _paths(hits: Any) -> list[str]:
     return [h.path for h in hits]
 
@@ -122,16 +139,7 @@ def test_every_file_answers_by_text_before_the_first_vector_is_computed(
     git = GitSource(repo.path)
     server.stall.set()
     seen: list[SyncProgress] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            writer.syncer.sync(git, progress=seen.append)
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, name="sync")
-    thread.start()
+    thread, errors = _sync_in_a_thread(writer.syncer, git, progress=seen.append)
     try:
         wait_for(lambda: server.held >= 1, "the fill's first request held by the server")
         reader = IndexStore(writer.store.uri)
@@ -204,18 +212,9 @@ def test_every_worker_of_the_embedder_is_kept_busy(
         repo.commit("init")
     w = _Writer(index_dir, server.url, CODECHUNKD_EMBEDDING_CONCURRENCY="3")
     server.stall.set()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            w.syncer.sync(GitSource(repo.path))
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, name="sync")
-    thread.start()
+    thread, errors = _sync_in_a_thread(w.syncer, GitSource(repo.path))
     try:
-        wait_for(lambda: server.held >= 3, "three of the fill's requests held at once")
+        wait_for(lambda: server.held >= 3, "three requests held at once")
     finally:
         server.stall.clear()
         server.release.set()
