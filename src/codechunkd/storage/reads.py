@@ -198,19 +198,19 @@ class Reads(Tables):
     @translating("counting skipped files")
     def skipped(self, source: SourceId) -> dict[str, int]:
         """Files of ``source`` recorded without chunks, by ``skip_reason`` (name order)."""
-        tbl = self._table(S.FILES)
-        if tbl is None:
-            return {}
-        where = f"source = {quote(source)} AND skip_reason IS NOT NULL"
-        reasons = _scan_all(tbl, where, ["skip_reason"]).column("skip_reason").to_pylist()
-        return dict(sorted(Counter(reasons).items()))
+        return self.skipped_by_source(source).get(source, {})
 
-    def skipped_by_source(self) -> dict[str, dict[str, int]]:
-        """``skipped`` for every source at once (one scan): source id -> reason -> files."""
+    @translating("counting skipped files")
+    def skipped_by_source(self, source: SourceId | None = None) -> dict[str, dict[str, int]]:
+        """``skipped`` of every source (or of ``source``) in one scan: source id -> reason
+        -> files."""
         tbl = self._table(S.FILES)
         if tbl is None:
             return {}
-        rows = _scan_all(tbl, "skip_reason IS NOT NULL", ["source", "skip_reason"])
+        where = "skip_reason IS NOT NULL"
+        if source is not None:
+            where = f"source = {quote(source)} AND {where}"
+        rows = _scan_all(tbl, where, ["source", "skip_reason"])
         found = Counter(
             zip(
                 rows.column("source").to_pylist(),
@@ -219,8 +219,8 @@ class Reads(Tables):
             )
         )
         out: dict[str, dict[str, int]] = {}
-        for (source, reason), n in sorted(found.items()):
-            out.setdefault(source, {})[reason] = n
+        for (sid, reason), n in sorted(found.items()):
+            out.setdefault(sid, {})[reason] = n
         return out
 
 
