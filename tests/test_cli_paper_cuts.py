@@ -112,6 +112,31 @@ def test_status_without_a_daemon_says_which_files_are_not_indexed_and_why(
     assert source["skipped"] == {"binary": 1} and source["files"] == 1, source
 
 
+def test_index_says_which_files_are_not_indexed_though_this_run_read_none_of_them(
+    repo: Repo, index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later `codechunkd index` (a no-op, or one that reads only a changed file) still says
+    which files of the index have no chunks and why: its own `skipped` counts only the files
+    it read, so it used to print `skipped: none` with a lock file and a binary not indexed."""
+    repo.write("app.py", "def serve_forever():\n    return 'first'\n")
+    repo.write("package-lock.json", '{"name": "app", "lockfileVersion": 3, "packages": {}}\n')
+    repo.write("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    repo.commit("init")
+    common = ["--index-dir", str(index_dir)]
+    code, out, _ = _main(["index", str(repo.path), *common], capsys)
+    assert code == 0 and "skipped: binary 1, lockfile 1" in out, out
+    assert "all files of the index" not in out, out  # the run's own count says it all
+    code, out, _ = _main(["index", str(repo.path), *common], capsys)  # the no-op fast path
+    assert code == 0 and "skipped: none" in out, out
+    assert "not indexed: binary 1, lockfile 1 (all files of the index)" in out, out
+    repo.write("app.py", "def serve_forever():\n    return 'second'\n")
+    repo.commit("change app.py")
+    code, out, _ = _main(["index", str(repo.path), "--json", *common], capsys)
+    report = json.loads(out)
+    assert code == 0 and report["changed"] == 1 and report["skipped"] == {}, report
+    assert report["not_indexed"] == {"binary": 1, "lockfile": 1}, report
+
+
 def test_index_while_the_daemon_holds_the_index_exits_5_even_when_fresh(
     indexed: Repo, index_dir: Path, settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:

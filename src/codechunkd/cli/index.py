@@ -123,7 +123,7 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
         # what is still unreadable or refused is said by every run, this one too
         skipped=standing_skips(changes, Matcher(settings.files.include, settings.files.exclude)),
     )
-    _print_report(report, args)
+    _print_report(report, args, _not_indexed(doc, git.source.id))
     return True
 
 
@@ -223,16 +223,25 @@ def cmd_index(args: argparse.Namespace) -> int:
             return 130
         finally:
             cache.close()
-    _print_report(report, args)
+    from codechunkd.storage.store import read_state_file
+
+    _print_report(report, args, _not_indexed(read_state_file(paths.state_file), git.source.id))
     return 0
 
 
-def _print_report(report: Any, args: argparse.Namespace) -> None:
+def _not_indexed(doc: dict[str, Any] | None, source: str) -> dict[str, int]:
+    """The source's files recorded without chunks, by reason, as state.json counts them
+    (earlier runs' too: a run's own ``skipped`` counts only the files it read)."""
+    entry = next((s for s in (doc or {}).get("sources", []) if s["source"] == source), None)
+    return dict((entry or {}).get("skipped") or {})
+
+
+def _print_report(report: Any, args: argparse.Namespace, not_indexed: dict[str, int]) -> None:
     from codechunkd.display import printable
 
     doc = report.as_dict()
     if args.json:
-        common.print_json(doc)
+        common.print_json({**doc, "not_indexed": not_indexed})
         return
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped.items())) or "none"
     commit = (report.commit or "unborn")[:10]
@@ -245,6 +254,10 @@ def _print_report(report: Any, args: argparse.Namespace) -> None:
         f"  skipped: {skipped}\n"
         f"  {report.seconds:.1f} s, {doc['chunks_per_second']} chunks/s"
     )
+    if not_indexed and not_indexed != dict(report.skipped):
+        from codechunkd.daemon.status import skipped_text
+
+        print(f"  {skipped_text(not_indexed)} (all files of the index)")
     if report.truncated:
         from codechunkd.daemon.status import truncated_text
 
