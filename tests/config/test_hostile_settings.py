@@ -20,7 +20,7 @@ from tests.conftest import Repo, scaled
 
 from codechunkd.config import load_settings
 from codechunkd.config.loader import MAX_CONFIG_BYTES, URL_SETTINGS, is_language
-from codechunkd.config.settings import EmbeddingSettings, SummarySettings
+from codechunkd.config.settings import EmbeddingSettings, RerankSettings, SummarySettings
 from codechunkd.errors import ConfigError
 from codechunkd.httpclient import safe_url
 
@@ -155,9 +155,11 @@ def test_a_bad_url_in_the_config_file_names_the_file(tmp_path: Path) -> None:
 )
 def test_good_urls_still_load(url: str) -> None:
     """Usual URLs (IPv6 in brackets, upper-case scheme, top port, trailing dot) still load."""
-    env = {ENV_OF[key]: url for key in URL_SETTINGS} | {"CODECHUNKD_SUMMARIES_MODEL": "m"}
+    models = {"CODECHUNKD_SUMMARIES_MODEL": "m", "CODECHUNKD_RERANK_MODEL": "m"}
+    env = {ENV_OF[key]: url for key in URL_SETTINGS} | models
     s = load_settings(env=env)
-    assert (s.summaries.url, s.embedding.remote_url, s.object_store.endpoint) == (url,) * 3
+    got = (s.summaries.url, s.embedding.remote_url, s.rerank.url, s.object_store.endpoint)
+    assert got == (url,) * 4
 
 
 def test_the_clients_refuse_a_bad_url_with_a_config_error() -> None:
@@ -165,6 +167,7 @@ def test_the_clients_refuse_a_bad_url_with_a_config_error() -> None:
     was a ValueError from ``safe_url``)."""
     from codechunkd.embedding.embed_remote import RemoteEmbedder
     from codechunkd.llm.client import ChatClient
+    from codechunkd.llm.rerank import Reranker
 
     with pytest.raises(ConfigError, match=r"'summaries\.url' has port 99999"):
         ChatClient(SummarySettings(url="http://127.0.0.1:99999/v1", model="m"))
@@ -172,6 +175,8 @@ def test_the_clients_refuse_a_bad_url_with_a_config_error() -> None:
         RemoteEmbedder(
             EmbeddingSettings(backend="remote", remote_url="http://[::1", remote_model="m")
         )
+    with pytest.raises(ConfigError, match=r"'rerank\.url' has port 99999"):
+        Reranker(RerankSettings(url="http://127.0.0.1:99999/v1", model="m"))
 
 
 @pytest.mark.parametrize(

@@ -150,9 +150,13 @@ def _search_here(
     index = open_index(settings=settings, embedder=embedder)
     if warm is not None:
         warm.join()
-    hits = [h.as_dict() for h in index.run(req)]
+    found, notes = index.answer(req)
+    hits = [h.as_dict() for h in found]
     cov = index.coverage(repo=req.repo)
-    return hits, (None if cov.complete else {"coverage": {**cov.as_dict(), "text": cov.text()}})
+    about: dict[str, Any] = {"note": "; ".join(notes)} if notes else {}
+    if not cov.complete:
+        about["coverage"] = {**cov.as_dict(), "text": cov.text()}
+    return hits, (about or None)
 
 
 def _warm_up(embedder: Any, query: str) -> None:

@@ -295,6 +295,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "summaries.max_tokens_per_run": (0, 1_000_000_000_000),
     "summaries.max_chunks_per_day": (0, 1_000_000_000),
     "summaries.max_tokens_per_day": (0, 1_000_000_000_000),
+    "rerank.depth": (2, 200),
+    "rerank.timeout": (0, 600),
 }
 
 ABOVE_ZERO = frozenset(
@@ -308,6 +310,7 @@ ABOVE_ZERO = frozenset(
         "daemon.stall_after_s",
         "summaries.timeout",
         "summaries.interval_s",
+        "rerank.timeout",
     }
 )
 
@@ -377,11 +380,15 @@ def validate(s: Settings) -> None:
         raise ConfigError(
             "setting 'summaries.model' is needed when 'summaries.url' is set", key="summaries.model"
         )
+    if s.rerank.url and not s.rerank.model:
+        raise ConfigError(
+            "setting 'rerank.model' is needed when 'rerank.url' is set", key="rerank.model"
+        )
 
 
 #: The settings that hold an http(s) URL, checked whole at load time (scheme, host,
 #: port): what would fail only when the first request is sent fails here instead.
-URL_SETTINGS = ("embedding.remote_url", "summaries.url", "object_store.endpoint")
+URL_SETTINGS = ("embedding.remote_url", "summaries.url", "rerank.url", "object_store.endpoint")
 
 
 def _check_urls(s: Settings) -> None:

@@ -318,6 +318,29 @@ class SummarySettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RerankSettings:
+    url: str = ""
+    """Base URL of a reranking server that speaks the ``/rerank`` API of Cohere and Jina
+    (vLLM, llama.cpp's server, Infinity, hosted APIs), e.g. ``http://127.0.0.1:8000/v1``
+    (``/rerank`` is appended); empty (the default) means no reranker. When set, default
+    (hybrid) search sends its best ``rerank.depth`` candidates to the server and orders
+    them by the relevance it answers, the ranking rules (tests lower, one file's further
+    chunks lower) applied on top; a server that fails or is slow leaves the search its own
+    order, with a note saying so. Checked at start-up like ``summaries.url``."""
+    model: str = ""
+    """The model name sent to the server (needed when ``rerank.url`` is set)."""
+    api_key_env: str = ""
+    """Name of the environment variable holding the API key (sent as a bearer token, never
+    logged); empty means no key."""
+    depth: int = 30
+    """Candidates of a search sent to the reranker (the rest follow them in their own
+    order). Bounds: 2 to 200."""
+    timeout: float = 5.0
+    """Seconds a search waits for the reranker before it answers in its own order (one
+    try: a search is not held up by retries). Bounds: more than 0 to 600."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
@@ -326,3 +349,4 @@ class Settings:
     files: FilesSettings = field(default_factory=FilesSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     summaries: SummarySettings = field(default_factory=SummarySettings)
+    rerank: RerankSettings = field(default_factory=RerankSettings)

@@ -90,20 +90,23 @@ def answer_search(
         note = f"answered from the full text only: {text_only}"
     index = Index(reader, settings, embedder=_QueryEmbedder(embedder))
     try:
-        hits = index.run(req)
+        hits, ranked = index.answer(req)
     except EmbeddingError as exc:
         if req.mode == "text":
             raise
         log.warning("query_vector_failed", error=str(exc))
         req = dataclasses.replace(req, mode="text")
         note = f"answered from the full text only: the model cannot be used ({exc})"
-        hits = index.run(req)
+        hits, ranked = index.answer(req)
     cov = index.coverage(repo=req.repo)
     if note is None and req.mode != "text" and not cov.complete:
         note = (
             f"vectors for {cov.vectors:,} of {cov.chunks:,} chunks so far: "
             "the others are ranked by their full text"
         )
+    if ranked:  # a reranker that failed
+        log.warning("rerank_failed", error=ranked[0])
+        note = "; ".join([*([note] if note else []), *ranked])
     out: dict[str, Any] = {
         "hits": [h.as_dict() for h in hits],
         "mode": req.mode,

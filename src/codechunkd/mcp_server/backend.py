@@ -154,13 +154,12 @@ class Backend:
         if isinstance(answer, dict) and answer.get("error"):
             raise ToolFailure(f"the daemon could not search: {answer['error']}")
         index = self.index()
-        hits = index.run(req)
+        hits, notes = index.answer(req)
         cov = index.coverage(repo=req.repo)
-        return (
-            [h.as_dict() for h in hits],
-            "index",
-            {"coverage": {**cov.as_dict(), "text": cov.text()}},
-        )
+        found: dict[str, Any] = {"coverage": {**cov.as_dict(), "text": cov.text()}}
+        if notes:  # a reranker that failed
+            found["note"] = "; ".join(notes)
+        return [h.as_dict() for h in hits], "index", found
 
     def check_repo(self, repo: str) -> None:
         """A repo filter names an indexed repository (state.json: no LanceDB import)."""

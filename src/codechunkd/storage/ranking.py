@@ -27,6 +27,9 @@ switched by the same names.
   "where is ``create_server`` implemented" finds the implementation before the interface
   whose docstring describes it.
 
+With a reranking server configured (``rerank.*``), :func:`rerank` scores a hybrid search's
+best candidates by its answer, and the rules above apply again on top of those scores.
+
 Each rule but ``file_coherence`` (which adds at most :data:`COHERENCE`) multiplies scores by
 factors of at most 1, and ties are broken by id: the same
 query on the same index gives the same order.
@@ -37,7 +40,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codechunkd.llm.rerank import Reranker
 
 RULES = (
     "glue",
@@ -234,3 +240,44 @@ def adjust(
 def ordered(scores: Mapping[str, float]) -> list[str]:
     """Ids by score, best first, ties by id (a stable, repeatable order)."""
     return sorted(scores, key=lambda rid: (-scores[rid], rid))
+
+
+RERANK_CHARS = 4000
+"""Characters of each candidate sent to a reranker (its path, then its content): about the
+512 tokens a cross-encoder reads; the rest would be cut by the server anyway."""
+
+
+def rerank(
+    reranker: Reranker,
+    text: str,
+    rows: Mapping[str, Mapping[str, Any]],
+    final: dict[str, float],
+    rules: Collection[str],
+    notes: list[str] | None,
+) -> dict[str, float]:
+    """``final`` with the best ``reranker.depth`` candidates scored by the reranker instead:
+    its relevance spread over [0.5, 1] (the least relevant sent still outranks what was not
+    sent), the ranking rules applied again on top (:func:`adjust`: a test file and a
+    file's further chunks lower), above every candidate not sent. When the reranker fails,
+    ``final`` as it was, and why in ``notes``."""
+    from codechunkd.llm.rerank import RerankError
+
+    order = ordered(final)
+    top = order[: reranker.depth]
+    if not top:
+        return final
+    documents = [f"{rows[r]['path']}\n{rows[r]['content']}"[:RERANK_CHARS] for r in top]
+    try:
+        relevance = reranker.scores(text, documents)
+    except RerankError as exc:
+        if notes is not None:
+            notes.append(f"ranked without the reranker: {exc}")
+        return final
+    lo, hi = min(relevance), max(relevance)
+    base = {
+        r: 0.5 + 0.5 * ((x - lo) / (hi - lo) if hi > lo else 1.0)
+        for r, x in zip(top, relevance, strict=True)
+    }
+    adjusted = adjust({r: rows[r] for r in top}, base, text, rules)
+    floor = max((final[r] for r in order[len(top) :]), default=0.0)
+    return {**final, **{r: floor + x for r, x in adjusted.items()}}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codechunkd.config import Settings, load_settings
 from codechunkd.embedding.embedder import Embedder, make_embedder
@@ -29,6 +29,9 @@ from codechunkd.storage.rows import quote
 from codechunkd.storage.search import Filters, Hit, Mode, Searcher
 from codechunkd.storage.stale import mark_stale
 from codechunkd.storage.store import SourceState
+
+if TYPE_CHECKING:
+    from codechunkd.llm.rerank import Reranker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +81,7 @@ class Index:
         self.store = store
         self.settings = settings
         self._embedder = embedder
+        self._reranker: Reranker | None = None
         self.searcher = Searcher(store)
         self.refs = ReferenceQueries(store)
 
@@ -126,8 +130,23 @@ class Index:
             )
         )
 
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranking server ``rerank.url`` names, or None (the default: none)."""
+        if self._reranker is None and self.settings.rerank.url:
+            from codechunkd.llm.rerank import Reranker
+
+            self._reranker = Reranker(self.settings.rerank)
+        return self._reranker
+
     def run(self, request: SearchRequest) -> list[Hit]:
-        """Answer one search request: what the CLI, the daemon and the MCP server all call."""
+        """The hits of one search request (``answer`` without its notes)."""
+        return self.answer(request)[0]
+
+    def answer(self, request: SearchRequest) -> tuple[list[Hit], list[str]]:
+        """Answer one search request: what the CLI, the daemon and the MCP server all call.
+        With the hits come notes on how they were ranked (a reranker that failed)."""
+        notes: list[str] = []
         mode = Mode(request.mode)
         vector = self.embedder.embed([request.query])[0] if mode is not Mode.TEXT else None
         hits = self.searcher.search(
@@ -138,12 +157,14 @@ class Index:
             mode=mode,
             disable=frozenset(request.disable),
             enable=frozenset(request.enable),
+            reranker=self.reranker,
+            notes=notes,
         )
         if request.context:
             hits = self._with_callers(self.searcher.with_context(hits))
         if request.stale:
             hits = mark_stale(hits)
-        return hits
+        return hits, notes
 
     def _with_callers(self, hits: list[Hit]) -> list[Hit]:
         """Each hit with the chunks that call what it defines (``--context``)."""

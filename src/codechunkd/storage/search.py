@@ -45,6 +45,7 @@ from codechunkd.storage.globs import glob_to_like, path_filter
 from codechunkd.storage.rows import quote
 
 if TYPE_CHECKING:
+    from codechunkd.llm.rerank import Reranker
     from codechunkd.storage.lance_reader import ChunkReader
 
 CANDIDATES = 100
@@ -383,9 +384,13 @@ class Searcher:
         headers: bool = False,
         disable: frozenset[str] = frozenset(),
         enable: frozenset[str] = frozenset(),
+        reranker: Reranker | None = None,
+        notes: list[str] | None = None,
     ) -> list[Hit]:
         """The best ``k`` hits; ``disable`` names ranking rules to switch off and ``enable``
-        opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so)."""
+        opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so).
+        A ``reranker`` orders a hybrid search's best candidates (``rerank``); when it fails,
+        the search keeps its own order and says why in ``notes``."""
         rules = ranking.active(disable, enable)
         if not self.store.has_chunks():
             return []
@@ -407,6 +412,8 @@ class Searcher:
             for rid, term in file_terms(candidates, scores, vector, self.files).items():
                 scores[rid] += term
         final = ranking.adjust(candidates, scores, text, rules)
+        if reranker is not None and mode is Mode.HYBRID:
+            final = ranking.rerank(reranker, text, candidates, final, rules, notes)
         hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
         if merge:
             hits = merge_adjacent(hits)
