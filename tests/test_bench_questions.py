@@ -161,3 +161,27 @@ def test_published_takes_every_file_of_a_package_folder_only(tmp_path: Path) -> 
     spec.write_text(spec.read_text().replace("{code_cache}/pkg", "{stdlib}"))
     assert Q.published(Q.load_repo(spec, where)) is None
     assert Q._overrides(None, keep_generated=True) == {"files.skip_generated": False}
+
+
+def test_a_reranker_that_fails_stops_the_bench(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """``--rerank``: default search is ordered by the server; a failure is an error, not
+    figures of the search without the reranker under default search's name."""
+    import argparse
+
+    from tests.conftest import index_of
+    from tests.rerank_server import RerankServer
+
+    index = index_of(
+        tmp_path, {"a.py": "def parse(x):\n    return x\n", "b.py": "# zebra\nY = 1\n"}, embedder
+    )
+    with RerankServer(word="zebra") as server:
+        args = argparse.Namespace(
+            rerank=server.url, rerank_model="m", rerank_key_env="", rerank_depth=30
+        )
+        reranked = Q.with_reranker(index, args)
+        default = Q.searches(frozenset(), [])["default"]
+        assert Q.run_query(index, "parse", default)[0].path == "a.py"
+        assert Q.run_query(reranked, "parse", default)[0].path == "b.py"
+        server.answer = lambda body: (500, b"{}")
+        with pytest.raises(RuntimeError, match="ranked without the reranker"):
+            Q.run_query(reranked, "parse", default)
