@@ -175,10 +175,11 @@ def test_search_from_the_command_line_notes_a_failed_reranker(
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
     assert json.loads(done.stdout)[0]["path"] == "art/stripes.py"
     assert "note:" not in done.stderr, done.stderr
-    server.answer = lambda body: (503, b"{}")
+    server.answer = lambda body: (503, b'{"error": "\x1b]0;owned\x07overloaded"}')
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
     assert json.loads(done.stdout)[0]["path"] == "billing/invoice.py"
     assert "note: ranked without the reranker" in done.stderr and "HTTP 503" in done.stderr
+    assert "\x1b" not in done.stderr and "\\x1b]0;owned\\x07overloaded" in done.stderr
 
 
 def test_a_reranker_url_needs_a_model(tmp_path: Path) -> None:
@@ -198,6 +199,7 @@ def test_the_daemon_and_the_mcp_server_say_the_reranker_failed(
     from codechunkd.daemon.answer import answer_search
     from codechunkd.daemon.embedder_lock import LockedEmbedder
     from codechunkd.mcp_server.backend import Backend
+    from codechunkd.mcp_server.render import render_hits
 
     settings = _reranked(index, server).settings
     doc = SearchRequest(query=QUERY, k=3).to_json()
@@ -218,6 +220,11 @@ def test_the_daemon_and_the_mcp_server_say_the_reranker_failed(
     assert answer["note"].startswith("ranked without the reranker") and "HTTP 500" in answer["note"]
     hits, _, about = backend.search(SearchRequest(query=QUERY, k=3))
     assert hits[0]["path"] == "billing/invoice.py" and "HTTP 500" in about["note"]
+    server.answer = lambda body: (500, b"\x1b[2Jwiped")  # the agent reads it escaped
+    hits, via, about = backend.search(SearchRequest(query=QUERY, k=3))
+    text = render_hits(QUERY, hits, via, [], about)
+    assert "Note: ranked without the reranker" in text and "\\x1b[2Jwiped" in text
+    assert "\x1b" not in text
 
 
 def test_a_search_with_no_candidates_asks_the_reranker_nothing(

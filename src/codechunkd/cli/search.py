@@ -122,7 +122,10 @@ def _coverage_notes(answer: dict[str, Any] | None) -> list[str]:
     while it is incomplete (``coverage: text 2,303/2,303 chunks · vectors 412/2,303``)."""
     if not answer:
         return []
-    lines = [f"note: {answer['note']}"] if answer.get("note") else []
+    from codechunkd.display import printable
+
+    # a server's error text is in it (a reranker's, the model's): no escape reaches the terminal
+    lines = [f"note: {printable(str(answer['note']))}"] if answer.get("note") else []
     cov = answer.get("coverage") or {}
     if cov and cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
         lines.append(f"coverage: {cov.get('text')}")

@@ -77,7 +77,7 @@ def render_hits(
     lines = [f"{len(hits)} hit(s) for {shown(query)}, from {where}."]
     about = about or {}
     if about.get("note"):
-        lines.append(f"Note: {about['note']}.")
+        lines.append(f"Note: {printable(str(about['note']))}.")
     cov = about.get("coverage") or {}
     if cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
         lines.append(f"Coverage: {cov.get('text')} (a first index is filling in vectors).")
