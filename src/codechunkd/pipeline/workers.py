@@ -33,8 +33,11 @@ from codechunkd.procs import WorkerDied, WorkerPool
 
 __all__ = ["ChunkPool", "chunk_workers"]
 
-#: Most automatic workers: past 8, chunking outruns any embedder measured (issue #20:
-#: ``chunk_many`` did 12.8 MB/s on 4 processes).
+#: Most automatic workers. The cap dates from when a change's vectors were computed with
+#: its text (8 processes then outran any embedder measured); with text first
+#: (``pipeline/fill.py``) chunking waits on no model, so more workers would bring a big
+#: machine's repository to text-searchable sooner, each with its own parsers in memory. Not
+#: measured past 2 cores: ``scripts/device_bench.sh`` runs ``bench/chunking.py`` on 16.
 AUTO_MAX: Final = 8
 #: A task's size bounds: large enough to amortise pickling, small enough that one batch
 #: spreads over every worker.
