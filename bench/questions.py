@@ -477,6 +477,7 @@ def with_reranker(index: Any, args: argparse.Namespace) -> Any:
     rerank = RerankSettings(
         url=args.rerank,
         model=args.rerank_model,
+        protocol=getattr(args, "rerank_protocol", "cohere"),
         api_key_env=args.rerank_key_env,
         depth=args.rerank_depth,
     )
@@ -615,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         help="default search ordered by this reranking server (rerank.url; also --rerank-model)",
     )
     ap.add_argument("--rerank-model", default="", help="rerank.model")
+    ap.add_argument("--rerank-protocol", default="cohere", help="rerank.protocol")
     ap.add_argument("--rerank-key-env", default="", help="rerank.api_key_env")
     ap.add_argument("--rerank-depth", type=int, default=30, help="rerank.depth")
     args = ap.parse_args(argv)

@@ -1,4 +1,5 @@
-"""A real reranking server on 127.0.0.1: ``POST /v1/rerank`` in the shape of Cohere's API.
+"""A real reranking server on 127.0.0.1: ``POST /v1/rerank`` in the shape of Cohere's API,
+or text-embeddings-inference's when the request is (``texts``).
 
 By default it scores each document by how often ``word`` occurs in it; ``answer`` (a
 function of the request's body) replaces the whole answer, as (status, body bytes), and
@@ -57,6 +58,10 @@ class RerankServer:
 
     def scored(self, body: dict[str, Any]) -> tuple[int, bytes]:
         """Cohere's answer: every document, best first, scored by ``word``'s count."""
+        if "texts" in body:  # text-embeddings-inference: a bare list of {index, score}
+            scores = [doc.count(self.word) for doc in body["texts"]]
+            out = [{"index": i, "score": float(x)} for i, x in enumerate(scores)]
+            return 200, json.dumps(out).encode()
         scores = [doc.count(self.word) for doc in body["documents"]]
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         results = [{"index": i, "relevance_score": float(scores[i])} for i in order]

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import index_of
 from tests.rerank_server import RerankServer
 
+from codechunkd.config import load_settings
 from codechunkd.config.settings import RerankSettings
 from codechunkd.errors import ConfigError
 from codechunkd.llm.rerank import Reranker, RerankError
@@ -143,6 +144,17 @@ def test_a_reranker_that_does_not_answer_costs_the_search_its_timeout_only(
     assert len(server.seen) == 1 and "timed out" in notes[0], notes
 
 
+def test_text_embeddings_inference_is_asked_in_its_own_shape(
+    index: Index, server: RerankServer
+) -> None:
+    """``rerank.protocol = "tei"``: the request carries ``texts`` (and ``truncate``, so a
+    long candidate is cut, not refused), and the bare list it answers orders the hits."""
+    hits = _reranked(index, server, protocol="tei").run(SearchRequest(query=QUERY, k=3))
+    (body, _), *_ = server.seen
+    assert set(body) == {"query", "texts", "truncate"} and body["truncate"] is True
+    assert _paths(hits)[0] == "art/stripes.py"
+
+
 def test_the_server_reads_other_answer_shapes_and_sends_the_key(server: RerankServer) -> None:
     """text-embeddings-inference's bare list of ``{"index", "score"}`` is read too; the
     key from ``rerank.api_key_env`` goes as a bearer token; a key variable that is not set
@@ -182,13 +194,16 @@ def test_search_from_the_command_line_notes_a_failed_reranker(
     assert "\x1b" not in done.stderr and "\\x1b]0;owned\\x07overloaded" in done.stderr
 
 
-def test_a_reranker_url_needs_a_model(tmp_path: Path) -> None:
-    """`rerank.url` without `rerank.model` is refused at start-up (exit 2), naming the key."""
+def test_a_reranker_url_needs_a_model_and_a_known_protocol(tmp_path: Path) -> None:
+    """`rerank.url` without `rerank.model` is refused at start-up (exit 2), naming the key;
+    so is a protocol other than `cohere` and `tei`."""
     env = {**os.environ, "CODECHUNKD_RERANK_URL": "http://127.0.0.1:9/v1"}
     done = subprocess.run(
         [EXE, "search", "x", "--index-dir", str(tmp_path)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 2 and "rerank.model" in done.stderr, done.stderr
+    with pytest.raises(ConfigError, match=r"'rerank\.protocol' must be one of cohere, tei"):
+        load_settings(env={"CODECHUNKD_RERANK_PROTOCOL": "grpc"})
 
 
 def test_the_daemon_and_the_mcp_server_say_the_reranker_failed(

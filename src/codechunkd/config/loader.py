@@ -380,11 +380,19 @@ def validate(s: Settings) -> None:
         raise ConfigError(
             "setting 'summaries.model' is needed when 'summaries.url' is set", key="summaries.model"
         )
+    if s.rerank.protocol not in RERANK_PROTOCOLS:
+        raise ConfigError(
+            f"setting 'rerank.protocol' must be one of {', '.join(RERANK_PROTOCOLS)}, "
+            f"got {s.rerank.protocol!r}",
+            key="rerank.protocol",
+        )
     if s.rerank.url and not s.rerank.model:
         raise ConfigError(
             "setting 'rerank.model' is needed when 'rerank.url' is set", key="rerank.model"
         )
 
+
+RERANK_PROTOCOLS = ("cohere", "tei")
 
 #: The settings that hold an http(s) URL, checked whole at load time (scheme, host,
 #: port): what would fail only when the first request is sent fails here instead.

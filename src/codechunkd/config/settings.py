@@ -320,15 +320,20 @@ class SummarySettings:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RerankSettings:
     url: str = ""
-    """Base URL of a reranking server that speaks the ``/rerank`` API of Cohere and Jina
-    (vLLM, llama.cpp's server, Infinity, hosted APIs), e.g. ``http://127.0.0.1:8000/v1``
-    (``/rerank`` is appended); empty (the default) means no reranker. When set, default
+    """Base URL of a reranking server (``/rerank`` is appended), e.g.
+    ``http://127.0.0.1:8000/v1``: one that speaks the ``/rerank`` API of Cohere and Jina
+    (vLLM, llama.cpp's server, Infinity, hosted APIs) or text-embeddings-inference's
+    (``rerank.protocol``); empty (the default) means no reranker. When set, default
     (hybrid) search sends its best ``rerank.depth`` candidates to the server and orders
     them by the relevance it answers, the ranking rules (tests lower, one file's further
     chunks lower) applied on top; a server that fails or is slow leaves the search its own
     order, with a note saying so. Checked at start-up like ``summaries.url``."""
     model: str = ""
     """The model name sent to the server (needed when ``rerank.url`` is set)."""
+    protocol: str = "cohere"
+    """The request's shape: ``cohere`` (``{"model", "query", "documents", "top_n"}``: Cohere,
+    Jina, vLLM, llama.cpp, Infinity) or ``tei`` (``{"query", "texts", "truncate"}``:
+    Hugging Face's text-embeddings-inference)."""
     api_key_env: str = ""
     """Name of the environment variable holding the API key (sent as a bearer token, never
     logged); empty means no key."""

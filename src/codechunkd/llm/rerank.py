@@ -4,8 +4,9 @@ A reranker (a cross-encoder) reads a question and one candidate together and say
 the candidate answers it: what a search's two retrievers, which read each alone, cannot.
 vLLM, llama.cpp's server, Infinity and the hosted APIs (Cohere, Jina, Voyage) all take
 ``POST {url}/rerank`` with ``{"model", "query", "documents", "top_n"}`` and answer
-``{"results": [{"index", "relevance_score"}, ...]}``; a bare list of ``{"index", "score"}``
-(text-embeddings-inference's shape) is read too.
+``{"results": [{"index", "relevance_score"}, ...]}`` (``rerank.protocol = "cohere"``);
+Hugging Face's text-embeddings-inference takes ``{"query", "texts", "truncate"}`` and
+answers a bare list of ``{"index", "score"}`` (``"tei"``). Either answer is read.
 
 ``Reranker.scores(query, documents)`` returns one finite score per document, in the
 documents' order, or raises :class:`RerankError` with one line saying why: the server
@@ -66,15 +67,17 @@ class Reranker:
         """The server's relevance of each document to ``query``, in the documents' order."""
         if not documents:
             return []
-        payload = json.dumps(
-            {
+        if self._settings.protocol == "tei":  # long texts cut by the server, not refused
+            asked: dict[str, Any] = {"query": query, "texts": list(documents), "truncate": True}
+        else:
+            asked = {
                 "model": self._settings.model,
                 "query": query,
                 "documents": list(documents),
                 "top_n": len(documents),
                 "return_documents": False,
             }
-        ).encode()
+        payload = json.dumps(asked).encode()
         try:
             body = post_json(
                 self._endpoint,
