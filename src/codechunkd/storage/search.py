@@ -389,7 +389,7 @@ class Searcher:
     ) -> list[Hit]:
         """The best ``k`` hits; ``disable`` names ranking rules to switch off and ``enable``
         opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so).
-        A ``reranker`` orders a hybrid search's best candidates (``rerank``); when it fails,
+        A ``reranker`` orders a hybrid search's best candidates (``ranking.rerank``); when it fails,
         the search keeps its own order and says why in ``notes``."""
         rules = ranking.active(disable, enable)
         if not self.store.has_chunks():
