@@ -12,6 +12,7 @@
     .venv/bin/python bench/questions.py --published --repos axios,mobx  # + builds and docs
     .venv/bin/python bench/questions.py --rerank http://127.0.0.1:8000/v1 --rerank-model M
                                           # default search ordered by a reranking server
+    .venv/bin/python bench/questions.py --rerank oracle   # ... by the judgements: the ceiling
 
 The questions are data, one TOML file per repository in ``bench/questions/``: where the
 code is (``root`` with ``{site_packages}``, ``{stdlib}`` or ``{code_cache}``, ``include``
@@ -70,6 +71,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -469,6 +471,46 @@ def build_index(
     return Index(IndexStore(str(home / "index")), settings, embedder), line
 
 
+class OracleReranker:
+    """``--rerank oracle``: a reranking server on 127.0.0.1 that scores each candidate by the
+    judged grade of its file (0, 1 or 2) for the question asked: what a perfect reranker
+    would say, so the figures are the ceiling the candidates and ``rerank.*`` allow."""
+
+    def __init__(self, repos: Sequence[Repo]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        grades = {q.text: q.relevant for r in repos for q in r.questions}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                relevant = grades.get(body["query"], {})
+                docs = body["documents"]
+                results = [
+                    {"index": i, "relevance_score": relevant.get(d.split("\n", 1)[0], 0)}
+                    for i, d in enumerate(docs)
+                ]
+                out = json.dumps({"results": results}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
 def with_reranker(index: Any, args: argparse.Namespace) -> Any:
     """``index`` searched with the reranking server of ``--rerank`` (``rerank.*``)."""
     from codechunkd.config.settings import RerankSettings
@@ -613,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--rerank",
         metavar="URL",
-        help="default search ordered by this reranking server (rerank.url; also --rerank-model)",
+        help="default search ordered by this reranking server (rerank.url; also "
+        "--rerank-model), or by the judgements themselves: `oracle` (the ceiling)",
     )
     ap.add_argument("--rerank-model", default="", help="rerank.model")
     ap.add_argument("--rerank-protocol", default="cohere", help="rerank.protocol")
@@ -657,6 +700,29 @@ def main(argv: list[str] | None = None) -> int:
     windows = args.windows if args.windows and args.windows > 1 else None
     if windows:
         embedder = PooledWindows(embedder, windows, embedding)
+    oracle = None
+    if args.rerank == "oracle":
+        oracle = OracleReranker(repos)
+        args.rerank, args.rerank_model, args.rerank_protocol = oracle.url, "oracle", "cohere"
+    try:
+        return _measure(args, repos, runs, embedder, windows, log, disable, enable, ablate)
+    finally:
+        if oracle is not None:
+            oracle.close()
+
+
+def _measure(
+    args: argparse.Namespace,
+    repos: Sequence[Repo],
+    runs: dict[str, SearchOptions],
+    embedder: Any,
+    windows: int | None,
+    log: Any,
+    disable: frozenset[str],
+    enable: frozenset[str],
+    ablate: Sequence[str],
+) -> int:
+    """Index each repository, ask its questions, print the figures."""
     outcomes: list[Outcome] = []
     used: list[Repo] = []
     for repo in repos:

@@ -185,3 +185,20 @@ def test_a_reranker_that_fails_stops_the_bench(tmp_path: Path, embedder) -> None
         server.answer = lambda body: (500, b"{}")
         with pytest.raises(RuntimeError, match="ranked without the reranker"):
             Q.run_query(reranked, "parse", default)
+
+
+def test_the_oracle_reranker_scores_candidates_by_their_judged_grade() -> None:
+    """``--rerank oracle``: a server on 127.0.0.1 that answers each candidate (its path on
+    the first line, as search sends it) with its file's grade for the question."""
+    from codechunkd.config.settings import RerankSettings
+    from codechunkd.llm.rerank import Reranker
+
+    question = Q.Question("r-1", "r", "semantic", "where is x", {"a.py": 2, "b.py": 1})
+    repo = Q.Repo("r", "tune", "python", Path("."), (), None, "", "", (), (question,))
+    oracle = Q.OracleReranker([repo])
+    try:
+        reranker = Reranker(RerankSettings(url=oracle.url, model="oracle"))
+        docs = ["b.py\ndef y(): ...", "c.py\nz = 1", "a.py\ndef x(): ..."]
+        assert reranker.scores("where is x", docs) == [1.0, 0.0, 2.0]
+    finally:
+        oracle.close()
