@@ -167,6 +167,44 @@ def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index
 
 
 @pytest.mark.slow
+def test_a_reload_applies_a_reranker(repo: Repo, index_dir: Path) -> None:
+    """SIGHUP with ``[rerank]`` newly set: the daemon's next searches are ordered by the
+    server (docs/operations.md says a reload is enough), and a reload without it stops."""
+    from tests.rerank_server import RerankServer
+
+    repo.write("billing.py", "def compute_invoice_total(lines):\n    return sum(lines)\n")
+    repo.write("art.py", "def stripes(n):\n    # zebra zebra\n    return n\n")
+    repo.commit("init")
+    env = {"CODECHUNKD_DAEMON_DEBOUNCE_MS": "50", "CODECHUNKD_DAEMON_NICE": "0"}
+    overrides = {"index.dir": str(index_dir)}
+    service = Service(
+        load_settings(env=env, overrides=overrides),
+        specs=[SourceSpec.parse(str(repo.path))],
+        load_settings=lambda: load_settings(env=env, overrides=overrides),
+    )
+
+    def first() -> str:
+        query = {"cmd": "search", "query": "compute the invoice total", "k": 2}
+        hits = request(service.paths.socket, query, timeout=scaled(30))["hits"]
+        return str(hits[0]["path"]) if hits else ""
+
+    with RerankServer(word="zebra") as server:
+
+        def drive() -> None:
+            wait_for(service.ready.is_set, "ready")
+            wait_for(lambda: first() == "billing.py", "the plain order")
+            env.update(CODECHUNKD_RERANK_URL=server.url, CODECHUNKD_RERANK_MODEL="m")
+            os.kill(os.getpid(), signal.SIGHUP)
+            wait_for(lambda: first() == "art.py", "the reranked order")
+            del env["CODECHUNKD_RERANK_URL"], env["CODECHUNKD_RERANK_MODEL"]
+            os.kill(os.getpid(), signal.SIGHUP)
+            wait_for(lambda: first() == "billing.py", "the plain order again")
+
+        assert run_service(service, drive) == 0
+    assert server.seen  # the reranked searches asked it
+
+
+@pytest.mark.slow
 def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
     """With an endpoint configured, the scheduled job summarizes stale chunks (in the writer)."""
     from tests.chat_server import MODEL, ChatServer
