@@ -205,6 +205,53 @@ def test_a_reload_applies_a_reranker(repo: Repo, index_dir: Path) -> None:
 
 
 @pytest.mark.slow
+def test_status_counts_the_searches_the_reranker_failed(repo: Repo, index_dir: Path) -> None:
+    """`status` names the reranking server the daemon asks and counts the searches it
+    failed, with the last reason (escaped): a failing reranker shows without a search."""
+    from tests.rerank_server import RerankServer
+
+    from codechunkd.daemon.status import render_text
+
+    repo.write("billing.py", "def compute_invoice_total(lines):\n    return sum(lines)\n")
+    repo.commit("init")
+    with RerankServer() as server:
+        env = {
+            "CODECHUNKD_DAEMON_DEBOUNCE_MS": "50",
+            "CODECHUNKD_DAEMON_NICE": "0",
+            "CODECHUNKD_RERANK_URL": server.url,
+            "CODECHUNKD_RERANK_MODEL": "m",
+        }
+        service = Service(
+            load_settings(env=env, overrides={"index.dir": str(index_dir)}),
+            specs=[SourceSpec.parse(str(repo.path))],
+        )
+        sock = service.paths.socket
+
+        def rerank() -> dict[str, Any]:
+            return dict(request(sock, {"cmd": "status"}, timeout=scaled(30))["daemon"]["rerank"])
+
+        def search() -> dict[str, Any]:
+            query = {"cmd": "search", "query": "invoice total", "k": 2}
+            return dict(request(sock, query, timeout=scaled(30)))
+
+        def drive() -> None:
+            wait_for(service.ready.is_set, "ready")
+            wait_for(lambda: bool(search()["hits"]), "the file searchable")
+            assert rerank()["failed"] == 0
+            assert rerank()["url"] == f"{server.url}/rerank"
+            server.answer = lambda body: (500, b'{"error": "\x1b[2Jout of memory"}')
+            assert "out of memory" in search()["note"]
+            search()
+            got = rerank()
+            assert got["failed"] == 2 and "HTTP 500" in got["last_error"], got
+            text = render_text(request(sock, {"cmd": "status"}, timeout=scaled(30)))
+            assert "(model m), 2 searches ranked without it, last " in text, text
+            assert "\\x1b[2Jout of memory" in text and "\x1b" not in text
+
+        assert run_service(service, drive) == 0
+
+
+@pytest.mark.slow
 def test_daemon_runs_the_summary_job(repo: Repo, index_dir: Path) -> None:
     """With an endpoint configured, the scheduled job summarizes stale chunks (in the writer)."""
     from tests.chat_server import MODEL, ChatServer

@@ -74,9 +74,11 @@ def answer_search(
     *,
     text_only: str | None,
     partial: Callable[[str | None], dict[str, Any] | None],
+    rerank_failed: Callable[[str], None] = lambda why: None,
 ) -> dict[str, Any]:
     """``{"hits", "mode", "partial", "coverage", "note"?}``; ``text_only``: the reason to
-    answer without a query vector now (None: use the model)."""
+    answer without a query vector now (None: use the model); ``rerank_failed`` hears why
+    the reranking server failed a search."""
     from codechunkd.storage.reader import Index
     from codechunkd.storage.request import SearchRequest
 
@@ -106,6 +108,7 @@ def answer_search(
         )
     if ranked:  # a reranker that failed
         log.warning("rerank_failed", error=ranked[0])
+        rerank_failed(ranked[0])
         note = "; ".join([*([note] if note else []), *ranked])
     out: dict[str, Any] = {
         "hits": [h.as_dict() for h in hits],

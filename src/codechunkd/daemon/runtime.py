@@ -61,6 +61,18 @@ class SourceRuntime:
         return self.git.source.id
 
 
+@dataclasses.dataclass(slots=True)
+class RerankTally:
+    """The searches the reranking server failed since start (``serving.py`` counts them
+    under ``lock``, from the control socket's threads; ``status`` reads them)."""
+
+    failed: int = 0
+    last_error: str | None = None
+    last_failed_at: float | None = None
+    """Clock time of the last failure."""
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
 class Daemon(Protocol):
     """The service's shared state (``Service.__init__`` sets each value).
 
@@ -69,7 +81,8 @@ class Daemon(Protocol):
     ``ready``; the main thread ``next_settings`` and a runtime's ``retry_at`` (a retry
     due); the main thread and the control socket's ``reload`` ``reload_requested``; the
     scheduler ``summary_run`` (the writer takes it); status and searches only read, but
-    for ``index_size`` (status's cache of the index's size).
+    for ``index_size`` (status's cache of the index's size) and ``reranks`` (searches
+    count the reranker's failures).
     """
 
     settings: Settings
@@ -101,6 +114,7 @@ class Daemon(Protocol):
     summary_run: SummaryRun | None
     stop_flag: threading.Event
     queue: ChangeQueue
+    reranks: RerankTally
 
     def make_syncer(self, settings: Settings) -> Syncer:
         """The writer's syncer for ``settings`` (at start-up and at each reload)."""

@@ -59,7 +59,7 @@ from codechunkd.daemon.control import ControlServer, SourceSpec
 from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level
 from codechunkd.daemon.embedder_lock import Clock, LockedEmbedder
 from codechunkd.daemon.jobs import Upkeep
-from codechunkd.daemon.runtime import SourceRuntime
+from codechunkd.daemon.runtime import RerankTally, SourceRuntime
 from codechunkd.daemon.status import StatusSnapshot
 from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import Watcher
@@ -150,6 +150,7 @@ class Service:
         """A summary run fetched by the scheduler, for the writer to write."""
         self.stop_flag = threading.Event()
         """Set at shutdown: ends a summary request in flight without waiting for it."""
+        self.reranks = RerankTally()
         d = settings.daemon
         self.queue = ChangeQueue(
             Debouncer(

@@ -57,7 +57,20 @@ def search(service: Daemon, doc: Mapping[str, Any]) -> dict[str, Any]:
         service.embedder,
         text_only=model_note(service) if waiting else None,
         partial=functools.partial(partial, service),
+        rerank_failed=functools.partial(rerank_failed, service),
     )
+
+
+def rerank_failed(service: Daemon, why: str) -> None:
+    """Count a search the reranking server failed (``status`` says how many, and why: the
+    server's text escaped, so no escape sequence reaches a terminal through it)."""
+    from codechunkd.display import printable
+
+    tally = service.reranks
+    with tally.lock:
+        tally.failed += 1
+        tally.last_error = printable(why)
+        tally.last_failed_at = service.clock()
 
 
 def model_note(service: Daemon) -> str:

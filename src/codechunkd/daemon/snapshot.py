@@ -23,6 +23,7 @@ from codechunkd.daemon.status import (
 from codechunkd.daemon.status import status_line as render_line
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import GitSource
+from codechunkd.httpclient import safe_url
 from codechunkd.storage.coverage import table_counts
 from codechunkd.storage.lease import writer_problem
 from codechunkd.storage.store import read_state_file
@@ -111,12 +112,30 @@ def snapshot(service: Daemon, *, read_git: bool = True) -> StatusSnapshot:
             watcher=service.watcher.health() if service.watcher else None,
             jobs=service.upkeep.as_dict() if service.upkeep else {},
             summaries=summaries,
+            rerank=rerank(service, now),
             socket=str(service.paths.socket),
         ),
         index=service.paths.uri,
         index_bytes=index_bytes(service) if read_git else None,
         sources=sources,
     )
+
+
+def rerank(service: Daemon, now: float) -> dict[str, Any] | None:
+    """The reranking server the searches ask, and the searches it failed; None: none set."""
+    r = service.settings.rerank
+    if not r.url:
+        return None
+    tally = service.reranks
+    with tally.lock:
+        failed, why, at = tally.failed, tally.last_error, tally.last_failed_at
+    return {
+        "url": safe_url(r.url.rstrip("/") + "/rerank"),
+        "model": r.model,
+        "failed": failed,
+        "last_error": why,
+        "last_failed_s_ago": round(now - at, 1) if at is not None else None,
+    }
 
 
 def _source_snapshot(

@@ -108,6 +108,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
         if d.get("reason"):  # why a running daemon is stalled (its index directory deleted)
             lines.append(f"  {state}: {d['reason']}")
         lines.append(_summaries_line(d.get("summaries") or {}))
+        if d.get("rerank"):
+            lines.append(_rerank_line(d["rerank"]))
     size = doc.get("index_bytes")
     lines.append(f"index: {doc.get('index')}" + (f" ({size / 1e6:.1f} MB)" if size else ""))
     sources = doc.get("sources") or []
@@ -241,6 +243,18 @@ def progress_text(p: Mapping[str, Any]) -> str:
     )
 
 
+def _rerank_line(r: Mapping[str, Any]) -> str:
+    """``rerank: URL (model M), 2 searches ranked without it, last 5s ago: HTTP 503``."""
+    text = f"rerank: {r.get('url')} (model {r.get('model')})"
+    failed = r.get("failed") or 0
+    if not failed:
+        return text + ", no search ranked without it"
+    return (
+        f"{text}, {failed} search{'es' if failed != 1 else ''} ranked without it, "
+        f"last {_ago(r.get('last_failed_s_ago'))}: {r.get('last_error')}"
+    )
+
+
 def _summaries_line(m: dict[str, Any]) -> str:
     if not m.get("enabled"):
         return f"summaries: off ({m.get('reason') or 'no endpoint configured'})"
@@ -322,6 +336,8 @@ class DaemonSnapshot:
     watcher: Mapping[str, Any] | None = None
     jobs: Mapping[str, Any] = field(default_factory=dict)
     summaries: Mapping[str, Any] = field(default_factory=dict)
+    rerank: Mapping[str, Any] | None = None
+    """The reranking server searches ask and the searches it failed (None: none set)."""
     socket: str = ""
 
 
@@ -391,6 +407,7 @@ def document(snap: StatusSnapshot) -> dict[str, Any]:
             "jobs": dict(d.jobs),
             "summary_backlog": d.summaries.get("backlog"),
             "summaries": dict(d.summaries),
+            "rerank": dict(d.rerank) if d.rerank is not None else None,
             "socket": d.socket,
         }
     return {
