@@ -129,6 +129,16 @@ def test_service_lifecycle_in_process(repo: Repo, tmp_path: Path, index_dir: Pat
     assert not service.paths.socket.exists()
 
 
+def _reloadable(repo: Repo, index_dir: Path, env: dict[str, str]) -> Service:
+    """A service of ``repo`` whose reload (SIGHUP) reads ``env`` again: a test edits it."""
+    overrides = {"index.dir": str(index_dir)}
+    return Service(
+        load_settings(env=env, overrides=overrides),
+        specs=[SourceSpec.parse(str(repo.path))],
+        load_settings=lambda: load_settings(env=env, overrides=overrides),
+    )
+
+
 @pytest.mark.slow
 def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index_dir: Path) -> None:
     """SIGHUP with a new ``files.exclude``: the excluded files leave the index without waiting
@@ -137,12 +147,7 @@ def test_reload_with_a_new_exclude_removes_those_files_at_once(repo: Repo, index
     repo.write("secret/keys.py", "def private_key_quokka():\n    return 'quokka'\n")
     repo.commit("init")
     env = {"CODECHUNKD_DAEMON_DEBOUNCE_MS": "50", "CODECHUNKD_DAEMON_NICE": "0"}
-    overrides = {"index.dir": str(index_dir)}
-    service = Service(
-        load_settings(env=env, overrides=overrides),
-        specs=[SourceSpec.parse(str(repo.path))],
-        load_settings=lambda: load_settings(env=env, overrides=overrides),
-    )
+    service = _reloadable(repo, index_dir, env)
 
     def paths() -> set[str]:
         hits = request(
@@ -176,12 +181,7 @@ def test_a_reload_applies_a_reranker(repo: Repo, index_dir: Path) -> None:
     repo.write("art.py", "def stripes(n):\n    # zebra zebra\n    return n\n")
     repo.commit("init")
     env = {"CODECHUNKD_DAEMON_DEBOUNCE_MS": "50", "CODECHUNKD_DAEMON_NICE": "0"}
-    overrides = {"index.dir": str(index_dir)}
-    service = Service(
-        load_settings(env=env, overrides=overrides),
-        specs=[SourceSpec.parse(str(repo.path))],
-        load_settings=lambda: load_settings(env=env, overrides=overrides),
-    )
+    service = _reloadable(repo, index_dir, env)
 
     def first() -> str:
         query = {"cmd": "search", "query": "compute the invoice total", "k": 2}
