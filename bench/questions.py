@@ -519,7 +519,7 @@ def with_reranker(index: Any, args: argparse.Namespace) -> Any:
     rerank = RerankSettings(
         url=args.rerank,
         model=args.rerank_model,
-        protocol=getattr(args, "rerank_protocol", "cohere"),
+        protocol=args.rerank_protocol,
         api_key_env=args.rerank_key_env,
         depth=args.rerank_depth,
     )

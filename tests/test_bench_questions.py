@@ -176,7 +176,11 @@ def test_a_reranker_that_fails_stops_the_bench(tmp_path: Path, embedder) -> None
     )
     with RerankServer(word="zebra") as server:
         args = argparse.Namespace(
-            rerank=server.url, rerank_model="m", rerank_key_env="", rerank_depth=30
+            rerank=server.url,
+            rerank_model="m",
+            rerank_protocol="cohere",
+            rerank_key_env="",
+            rerank_depth=30,
         )
         reranked = Q.with_reranker(index, args)
         default = Q.searches(frozenset(), [])["default"]

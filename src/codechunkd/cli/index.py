@@ -109,8 +109,7 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
     from codechunkd.pipeline.report import SyncReport
     from codechunkd.storage.store import read_state_file
 
-    doc = read_state_file(paths.state_file) or {}
-    entry = next((s for s in doc.get("sources", []) if s["source"] == git.source.id), None)
+    entry = _state_entry(read_state_file(paths.state_file), git.source.id)
     model_id = make_embedder(settings.embedding).model_id
     changes = fresh_changes(git, entry, fingerprint(settings, model_id)) if entry else None
     if entry is None or changes is None:
@@ -123,7 +122,7 @@ def _already_fresh(settings: Settings, paths: Any, git: Any, args: argparse.Name
         # what is still unreadable or refused is said by every run, this one too
         skipped=standing_skips(changes, Matcher(settings.files.include, settings.files.exclude)),
     )
-    _print_report(report, args, _not_indexed(doc, git.source.id))
+    _print_report(report, args, _not_indexed(entry))
     return True
 
 
@@ -225,14 +224,19 @@ def cmd_index(args: argparse.Namespace) -> int:
             cache.close()
     from codechunkd.storage.store import read_state_file
 
-    _print_report(report, args, _not_indexed(read_state_file(paths.state_file), git.source.id))
+    entry = _state_entry(read_state_file(paths.state_file), git.source.id)
+    _print_report(report, args, _not_indexed(entry))
     return 0
 
 
-def _not_indexed(doc: dict[str, Any] | None, source: str) -> dict[str, int]:
-    """The source's files recorded without chunks, by reason, as state.json counts them
-    (earlier runs' too: a run's own ``skipped`` counts only the files it read)."""
-    entry = next((s for s in (doc or {}).get("sources", []) if s["source"] == source), None)
+def _state_entry(doc: dict[str, Any] | None, source: str) -> dict[str, Any] | None:
+    """The source's entry of a ``state.json`` document (None: none, or no document)."""
+    return next((s for s in (doc or {}).get("sources", []) if s["source"] == source), None)
+
+
+def _not_indexed(entry: dict[str, Any] | None) -> dict[str, int]:
+    """A source's files recorded without chunks, by reason, as its ``state.json`` entry
+    counts them (earlier runs' too: a run's own ``skipped`` counts only the files it read)."""
     return dict((entry or {}).get("skipped") or {})
 
 

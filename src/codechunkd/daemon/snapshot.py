@@ -24,6 +24,7 @@ from codechunkd.daemon.status import status_line as render_line
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import GitSource
 from codechunkd.httpclient import safe_url
+from codechunkd.llm.rerank import endpoint
 from codechunkd.storage.coverage import table_counts
 from codechunkd.storage.lease import writer_problem
 from codechunkd.storage.store import read_state_file
@@ -130,7 +131,7 @@ def rerank(service: Daemon, now: float) -> dict[str, Any] | None:
     with tally.lock:
         failed, why, at = tally.failed, tally.last_error, tally.last_failed_at
     return {
-        "url": safe_url(r.url.rstrip("/") + "/rerank"),
+        "url": safe_url(endpoint(r)),
         "model": r.model,
         "failed": failed,
         "last_error": why,

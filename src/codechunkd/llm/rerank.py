@@ -35,6 +35,11 @@ class RerankError(CodechunkdError):
     """The reranker gave no usable answer (the search keeps its own order)."""
 
 
+def endpoint(settings: RerankSettings) -> str:
+    """Where the requests go: ``rerank.url`` with ``/rerank`` appended."""
+    return settings.url.rstrip("/") + "/rerank"
+
+
 class Reranker:
     """One reranking endpoint (``rerank.*`` settings)."""
 
@@ -51,7 +56,7 @@ class Reranker:
         env = os.environ if environ is None else environ
         self._key = api_key(settings.api_key_env, "rerank.api_key_env", env)
         self._settings = settings
-        self._endpoint = settings.url.rstrip("/") + "/rerank"
+        self._endpoint = endpoint(settings)
         self.shown = safe_url(self._endpoint)
         self._clock = clock
 
