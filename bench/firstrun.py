@@ -124,7 +124,8 @@ def main() -> None:
                 now = time.monotonic() - t0
                 p = src.get("progress") or {}
                 if text_at is None and (
-                    p.get("activity", "indexing") != "indexing" or src.get("fresh")
+                    p.get("activity", "indexing") not in ("indexing", "writing text")
+                    or src.get("fresh")
                 ):
                     text_at = now
                 if p.get("activity") == "filling vectors" and p.get("eta_s") is not None:

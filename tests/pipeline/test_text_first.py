@@ -25,8 +25,10 @@ from tests.conftest import Repo, scaled, wait_for
 from tests.stalling_server import DIM, StallingServer, serving, vector
 
 from codechunkd.config import Settings, load_settings
+from codechunkd.daemon.status import progress_text
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.git.changes import GitSource
+from codechunkd.pipeline.progress import WRITING_TEXT
 from codechunkd.pipeline.sync import Syncer, SyncProgress
 from codechunkd.pipeline.verify import verify
 from codechunkd.storage.cache import EmbeddingCache
@@ -165,6 +167,12 @@ def test_every_file_answers_by_text_before_the_first_vector_is_computed(
         # at the new commit, marked pending until its vectors are in (a kill: finished next run)
         assert state is not None and state.commit == state.pending == repo.head(), state
         assert seen[-1].files_done == 12 and seen[-1].chunks == chunks
+        # the write said what it was doing, at its own pace: chunks written, not vectors
+        wrote = [p for p in seen if p.activity == WRITING_TEXT]
+        assert wrote and wrote[-1].files_done == 12 and wrote[-1].chunks == chunks, seen
+        assert wrote[-1].embedded == 0 and wrote[-1].rate == chunks / wrote[-1].seconds
+        line = progress_text(wrote[-1].as_dict())
+        assert line.startswith("writing text") and f"12/12 files written, {chunks:,} chunks" in line
     finally:
         server.stall.clear()
         server.release.set()

@@ -63,7 +63,7 @@ class _ProgressBar:
         now = time.monotonic()
         filling = p.activity == "filling vectors"
         done, total = (p.fill_embedded, p.fill_texts) if filling else (p.files_done, p.files_total)
-        finished = done >= total and (filling or p.activity == "indexing")
+        finished = done >= total and p.activity in ("indexing", "writing text", "filling vectors")
         if not self.enabled or total == 0 or (now - self._drawn_at < 0.2 and not finished):
             return
         self._drawn_at = now

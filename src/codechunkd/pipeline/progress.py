@@ -46,8 +46,9 @@ class SyncProgress:
     seconds: float
     """Since the sync started."""
     activity: str = "indexing"
-    """``indexing``, ``loading the model`` (a first run exports it and calibrates threads),
-    or ``filling vectors`` (``pipeline/fill.py``)."""
+    """``indexing`` (embedding each batch before its commit), ``writing text`` (a text-first
+    write: every file committed without vectors), ``loading the model`` (a first run exports
+    it and calibrates threads), or ``filling vectors`` (``pipeline/fill.py``)."""
     activity_s: float = 0.0
     """Seconds the activity has lasted (a model load shows its elapsed time)."""
     fill_texts: int = 0
@@ -58,8 +59,13 @@ class SyncProgress:
 
     @property
     def rate(self) -> float:
-        """Chunks with vectors (embedded or reused) per second."""
-        return (self.embedded + self.reused) / self.seconds if self.seconds > 0 else 0.0
+        """Chunks with vectors (embedded or reused) per second; while writing text, chunks
+        written per second."""
+        if self.seconds <= 0:
+            return 0.0
+        if self.activity == WRITING_TEXT:
+            return self.chunks / self.seconds
+        return (self.embedded + self.reused) / self.seconds
 
     @property
     def eta_s(self) -> float | None:
@@ -93,6 +99,9 @@ class SyncProgress:
 Progress = Callable[[SyncProgress], None]
 """Called with each new ``SyncProgress`` (on the syncing thread: keep it quick)."""
 
+WRITING_TEXT = "writing text"
+"""The activity of a text-first write (``SyncProgress.activity``)."""
+
 PROGRESS_LOG_S = 5.0
 """At most one ``progress`` log line this often (a cold index logs its pace, not each file)."""
 
@@ -109,6 +118,8 @@ class _Meter:
         self.logged_at = self.started
         self.done = 0
         self.activity = ("indexing", self.started)
+        self.writing = "indexing"
+        """What the batches' reports are: ``indexing``, or ``writing text`` (text first)."""
         self.fill: FillReport | None = None
 
     def report_within(self, before: int, files_ready: int) -> None:
@@ -120,8 +131,10 @@ class _Meter:
         self.fill = fill
         self.report(self.total, "filling vectors")
 
-    def report(self, files_done: int | None, activity: str = "indexing") -> None:
-        """``files_done`` None: as last reported (a model load between two phases)."""
+    def report(self, files_done: int | None, activity: str | None = None) -> None:
+        """``files_done`` None: as last reported (a model load between two phases);
+        ``activity`` None: the batches' own (``writing``)."""
+        activity = activity or self.writing
         now = time.monotonic()
         r = self.report_
         self.done = self.done if files_done is None else min(files_done, self.total)

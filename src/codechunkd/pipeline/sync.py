@@ -33,9 +33,9 @@ from codechunkd.pipeline.fill import FillReport, VectorFill
 from codechunkd.pipeline.order import Rank, ranker
 from codechunkd.pipeline.order import order_rank as order_rank  # re-exported
 from codechunkd.pipeline.plan import change_set, fingerprint, in_order, plan
+from codechunkd.pipeline.progress import WRITING_TEXT, _Meter
 from codechunkd.pipeline.progress import Progress as Progress  # re-exported
 from codechunkd.pipeline.progress import SyncProgress as SyncProgress  # re-exported
-from codechunkd.pipeline.progress import _Meter
 from codechunkd.pipeline.reading import BatchReader
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.pipeline.state import done_state, pending_state, state_moved
@@ -263,7 +263,7 @@ class Syncer:
         seconds = time.monotonic() - t0
         log.info("model_loaded", model=self.embedder.model_id, seconds=round(seconds, 1))
         if meter is not None:
-            meter.report(None, "filling vectors" if meter.fill is not None else "indexing")
+            meter.report(None, "filling vectors" if meter.fill is not None else None)
         return seconds
 
     def _apply(
@@ -281,8 +281,10 @@ class Syncer:
         total = len(todo) + len(deletes)
         meter = _Meter(total, report, progress)
         self._last_total = total
-        meter.report(0)
         text_first = len(todo) > FIRST_BATCH_FILES
+        if text_first:
+            meter.writing = WRITING_TEXT
+        meter.report(0)
         if text_first:  # the model is needed only by the fill, after every file is written
             self._unfilled.add(git.source.id)
         elif todo:
