@@ -4,7 +4,9 @@ a failing source degraded, and each writer job counted once."""
 from __future__ import annotations
 
 import ast
+import re
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,20 @@ def test_a_first_index_is_indexing_with_progress_not_interrupted() -> None:
     assert "412/1,765 files" in text and "20.8 chunks/s" in text and "ETA 4m10s" in text
     line = status_line(StatusSnapshot(daemon=daemon(), index="/i", sources=(src,)))
     assert line.startswith("indexing:") and "412/1,765 files" in line
+
+
+def test_a_source_says_when_it_was_updated_in_words_and_in_utc() -> None:
+    """`updated 2m ago (2026-… UTC)`, counts with thousands separators; never when unset."""
+    at = datetime.now(UTC) - timedelta(seconds=150)
+    record = {**RECORD, "files": 5620, "chunks": 107842, "updated_at": at.isoformat()}
+    src = SourceSnapshot(record=record, head="a" * 40, head_branch="main")
+    text = render_text(document(StatusSnapshot(daemon=None, index="/i", sources=(src,))))
+    assert "5,620 files, 107,842 chunks" in text, text
+    stamp = f"({at:%Y-%m-%d %H:%M:%S} UTC)"
+    assert re.search(r"updated \d+m ago " + re.escape(stamp), text), text
+    unset = SourceSnapshot(record=RECORD, head="a" * 40, head_branch="main")
+    text = render_text(document(StatusSnapshot(daemon=None, index="/i", sources=(unset,))))
+    assert "updated never" in text, text
 
 
 def test_a_pending_mark_nobody_works_on_is_interrupted() -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 EXIT_FRESH = 0
@@ -89,6 +90,20 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
+def _when(stamp: object) -> str:
+    """``3m ago (2026-12-06 14:57:19 UTC)`` for an ISO time stamp (as written, if not one)."""
+    if not stamp:
+        return "never"
+    try:
+        at = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return str(stamp)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    ago = max(0.0, (datetime.now(UTC) - at).total_seconds())
+    return f"{_ago(ago)} ({at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+
+
 def render_text(doc: Mapping[str, Any]) -> str:
     d = doc.get("daemon") or {}
     lines = []
@@ -122,8 +137,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"indexed {(s.get('commit') or 'unborn')[:10]} on {s.get('branch')}"
         )
         lines.append(
-            f"    {s.get('files', 0)} files, {s.get('chunks', 0)} chunks, "
-            f"{len(s.get('dirty') or {})} dirty files, updated {s.get('updated_at')}"
+            f"    {s.get('files', 0):,} files, {s.get('chunks', 0):,} chunks, "
+            f"{len(s.get('dirty') or {})} dirty files, updated {_when(s.get('updated_at'))}"
         )
         if s.get("skipped"):
             lines.append(f"    {skipped_text(s['skipped'])}")
