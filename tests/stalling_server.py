@@ -3,7 +3,8 @@ text-first writes and of abandoned batches use as the model.
 
 ``POST /v1/embeddings`` is answered with hash vectors (``DIM`` wide), each text it is sent
 recorded in ``inputs``; while ``stall`` is set each request is held (counted in ``held``)
-until ``release`` is set.
+until ``release`` is set; while ``gate`` is set each request is held until ``admit`` lets
+one through.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ class StallingServer(ThreadingHTTPServer):
         self.held = 0
         self.inputs: list[str] = []
         self.lock = threading.Lock()
+        self.gate = threading.Event()
+        self._tickets = threading.Semaphore(0)
+
+    def admit(self, n: int = 1) -> None:
+        """Let ``n`` requests through the gate (held ones first)."""
+        self._tickets.release(n)
+
+    def open_gate(self) -> None:
+        """No more gating: every request held at the gate, and every later one, goes on."""
+        self.gate.clear()
+        self._tickets.release(1_000_000)
 
     @property
     def url(self) -> str:
@@ -53,6 +65,10 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.lock:
                 self.server.held += 1
             self.server.release.wait()
+        elif self.server.gate.is_set():
+            with self.server.lock:
+                self.server.held += 1
+            self.server._tickets.acquire()
         texts = body["input"]
         with self.server.lock:
             self.server.inputs.extend(texts)
@@ -82,6 +98,7 @@ def serving() -> Iterator[StallingServer]:
         yield srv
     finally:
         srv.release.set()
+        srv.open_gate()
         srv.shutdown()
         srv.server_close()
         thread.join()

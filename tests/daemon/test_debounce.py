@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level
+from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Task
 
 
 def make(**kw: float) -> Debouncer:
@@ -102,3 +102,23 @@ def test_queue_get_returns_due_work_and_tasks_and_close_wakes() -> None:
     assert got == [None]
     q.put("s", paths=["late.py"])  # intake is closed: ignored, never blocks
     assert not q.busy()
+
+
+def test_the_queue_says_when_the_writer_is_wanted_elsewhere() -> None:
+    """`wanted`: a burst due (not one still settling), a reload waiting, or intake closed;
+    a compaction waiting is not worth stopping a fill for."""
+    clock = [100.0]
+    q = ChangeQueue(Debouncer(quiet=0.15, max_delay=1.0, max_paths=100, clock=lambda: clock[0]))
+    assert not q.wanted()
+    q.submit(Task.COMPACT)
+    assert not q.wanted()
+    q.put("s", paths=["a.py"])
+    assert not q.wanted()  # settling: more events may come
+    clock[0] += 0.15
+    assert q.wanted()
+    assert q.get(timeout=0) is not None and not q.wanted()
+    q.submit(Task.RELOAD)
+    assert q.wanted()
+    q.get(timeout=0)
+    q.close()
+    assert q.wanted()

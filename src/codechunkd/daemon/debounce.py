@@ -122,6 +122,11 @@ class Debouncer:
             del self._pending[s]
         return due
 
+    def due(self, now: float | None = None) -> bool:
+        """Whether a burst is due at ``now`` (``take`` would return it)."""
+        deadline = self.deadline()
+        return deadline is not None and deadline <= (self.clock() if now is None else now)
+
     def drop(self, source: str) -> None:
         self._pending.pop(source, None)
 
@@ -238,6 +243,13 @@ class ChangeQueue:
         with self._cond:
             p = self._deb.peek(source)
             return frozenset(p.paths) if p is not None else frozenset()
+
+    def wanted(self) -> bool:
+        """Whether the writer is wanted elsewhere: a burst is due, a reload waits, or intake
+        is closed (a shutdown).  A long job of the writer (a first index's vector fill)
+        asks between its steps, and stops to let the rest through."""
+        with self._cond:
+            return self._closed or Task.RELOAD in self._tasks or self._deb.due()
 
     def busy(self) -> bool:
         with self._cond:

@@ -158,6 +158,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             )
             if batch.get("seeded"):
                 what += f", {batch['seeded']} from the seed"
+            if batch.get("fill_paused"):
+                what += ", its vector fill paused for other work"
             if batch.get("truncated"):
                 what += f"; {truncated_text(batch['truncated'])}"
             lines.append(

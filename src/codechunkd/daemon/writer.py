@@ -96,7 +96,10 @@ def sync(service: Daemon, rt: SourceRuntime, pending: Pending) -> None:
         if problem:
             raise StoreError(problem)
         report = service.syncer.sync(
-            rt.git, progress=functools.partial(_progress, service, rt), **kwargs
+            rt.git,
+            progress=functools.partial(_progress, service, rt),
+            yield_to=service.queue.wanted,  # a first index's fill lets edits through
+            **kwargs,
         )
     except Exception as exc:  # noqa: BLE001 - logged, counted, retried with back-off
         rt.errors += 1
@@ -113,6 +116,8 @@ def sync(service: Daemon, rt: SourceRuntime, pending: Pending) -> None:
         rt.busy_since = None
         rt.progress = None
         structlog.contextvars.unbind_contextvars("batch_id", "trigger", "lag_ms")
+    if report.fill_paused:  # its vector fill gave way: taken up again after what waits
+        service.queue.put(rt.id, urgent=True)
     _synced(service, rt, pending, lag_ms, report)
 
 
@@ -151,6 +156,7 @@ def _synced(
                 "seed_skipped",
                 "chunks",
                 "truncated",
+                "fill_paused",
             )
         },
         "seconds": doc["seconds"],

@@ -55,6 +55,7 @@ from codechunkd.config.settings import Settings
 from codechunkd.embedding.embedder import make_embedder
 from codechunkd.errors import CodechunkdError
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource, Head, Source, SourceKind
+from codechunkd.pipeline.order import Rank
 from codechunkd.pipeline.progress import Progress, _Meter
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.pipeline.sync import Syncer
@@ -275,6 +276,7 @@ class RaySyncer(Syncer):
         known: set[str],
         report: SyncReport,
         progress: Progress | None,
+        rank: Rank,
     ) -> None:
         ray = import_ray()
         size = self.settings.index.batch_files

@@ -36,9 +36,9 @@ class SyncProgress:
     files_total: int
     """Files to index plus paths to delete in this sync."""
     chunks: int
-    """Chunks written to the table so far."""
+    """Chunks written to the table so far; during a fill, every row of the source."""
     vectors: int = 0
-    """Of them (and of those an interrupted run left), chunks whose vector is in the table."""
+    """Of them, chunks whose vector is in the table."""
     embedded: int
     """Chunks whose vectors were computed so far."""
     reused: int
@@ -121,6 +121,9 @@ class _Meter:
         self.writing = "indexing"
         """What the batches' reports are: ``indexing``, or ``writing text`` (text first)."""
         self.fill: FillReport | None = None
+        self.rows: int | None = None
+        """The source's rows, counted when a fill begins: a fill that takes up rows an
+        earlier sync wrote (a paused fill, an interrupted run) counts against them."""
 
     def report_within(self, before: int, files_ready: int) -> None:
         """Progress inside a batch: ``before`` files committed, ``files_ready`` more embedded."""
@@ -141,11 +144,16 @@ class _Meter:
         if activity != self.activity[0]:
             self.activity = (activity, now)
         fill = self.fill
+        chunks, vectors = r.chunks, r.chunks - r.vectorless
+        if fill is not None and self.rows is not None and fill.rows:
+            chunks, vectors = self.rows, self.rows - fill.rows + fill.set_rows
+        elif fill is not None:
+            vectors += fill.set_rows
         p = SyncProgress(
             files_done=self.done,
             files_total=self.total,
-            chunks=r.chunks,
-            vectors=r.chunks - r.vectorless + (fill.set_rows if fill else 0),
+            chunks=chunks,
+            vectors=vectors,
             embedded=r.embedded,
             reused=r.reused + r.seeded,
             seconds=now - self.started,

@@ -46,6 +46,8 @@ class SyncReport:
     """Files that were not valid UTF-8 and were decoded with replacement characters."""
     truncated: int = 0
     """Chunks longer than the model's window (only their head was embedded)."""
+    fill_paused: bool = False
+    """The vector fill stopped early for other work; the next sync goes on with it."""
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
@@ -69,6 +71,7 @@ class SyncReport:
             "skipped": dict(self.skipped),
             "replaced_utf8": self.replaced_utf8,
             "truncated": self.truncated,
+            "fill_paused": self.fill_paused,
             "seconds": round(self.seconds, 3),
             "chunks_per_second": round(self.chunks / self.seconds, 1) if self.seconds else 0.0,
         }

@@ -84,8 +84,13 @@ class Syncer:
         self._looked: set[str] = set()
         """Sources whose table this process has looked at for rows without a vector."""
         self._last_total = 0
-        self._rank: Rank | None = None
-        """The order of the last change (``pipeline/order.py``): the fill's order."""
+        self._fill_ranks: dict[str, Rank] = {}
+        """The order of each source's last text-first change (``pipeline/order.py``): its
+        fill's order, kept while the fill pauses for other work."""
+        self._fill_marked: set[str] = set()
+        """Sources whose ``pending`` mark this process set for their fill alone, every file
+        written: their next sync need not look at every file (a mark found at start, which
+        a crash may have left mid-write, does)."""
         workers = chunk_workers(settings)
         self.chunk_pool = ChunkPool(workers, settings) if workers > 1 else None
         """Worker processes that chunk a multi-batch change (``index.chunk_workers``)."""
@@ -114,8 +119,11 @@ class Syncer:
         paths: Iterable[str] | None = None,
         full: bool = False,
         progress: Progress | None = None,
+        yield_to: Callable[[], bool] | None = None,
     ) -> SyncReport:
-        """Make the index reflect the source now.  ``paths``: only these changed (file events)."""
+        """Make the index reflect the source now.  ``paths``: only these changed (file events).
+        ``yield_to``: asked during a long vector fill; when it says other work waits, the
+        fill stops there and the next sync of the source takes it up again."""
         started = time.monotonic()
         source = git.source
         self.store.ensure_writable(self.embedder.model_id, self.embedder.dimension)
@@ -124,8 +132,11 @@ class Syncer:
             self._hash_index = True
         state = self.store.state(source.id)
         stale_settings = state is not None and state.fingerprint != self.fingerprint
-        full = full or state is None or state.pending is not None or stale_settings
-        if state is not None and state.pending is not None:
+        # a pending mark this process left for a fill alone: every file is written
+        interrupted = state is not None and state.pending is not None
+        interrupted = interrupted and source.id not in self._fill_marked
+        full = full or state is None or interrupted or stale_settings
+        if interrupted:
             self.remove_interrupted_writes()
         changes = change_set(git, state, paths, full)
         manifest = self.store.manifest(source.id)
@@ -141,12 +152,13 @@ class Syncer:
             changes, manifest, stale_settings, report, matcher=self.matcher, store=self.store
         )
         del manifest
-        todo, self._rank = in_order(git, todo, changes)
+        todo, rank = in_order(git, todo, changes)
         if todo or deletes:
             self._still_writer()
+            self._fill_marked.discard(source.id)
             self.store.put_state(self._state(git, state, changes, pending=True))
             crashpoint("sync.pending")
-            self._apply(git, changes, todo, deletes, known, report, progress)
+            self._apply(git, changes, todo, deletes, known, report, progress, rank)
             crashpoint("sync.applied")
         # a pending mark left by an interrupted run goes as soon as the index matches,
         # even when this run found nothing left to write
@@ -155,11 +167,12 @@ class Syncer:
             done = self._state(git, state, changes, pending=False)
             if self._unfilled_rows(git.source.id):  # the fill follows: marked until it ends
                 done = replace(done, pending=done.commit or "unborn")
+                self._fill_marked.add(source.id)
             self.store.put_state(done)
         else:
             self.store.write_state_file()  # the mirror may lag (e.g. written by an older run)
         crashpoint("sync.state_written")
-        self._fill_vectors(git, report, progress)
+        self._fill_vectors(git, report, progress, yield_to)
         self.cache.evict()
         if not (todo or deletes):  # else _apply kept the table in shape after each batch
             self.upkeep()
@@ -187,9 +200,15 @@ class Syncer:
                 self._unfilled.add(sid)
         return sid in self._unfilled
 
-    def _fill_vectors(self, git: GitSource, report: SyncReport, progress: Progress | None) -> None:
-        """Embed the rows written without a vector: this sync's text-first write, or what an
-        interrupted run left."""
+    def _fill_vectors(
+        self,
+        git: GitSource,
+        report: SyncReport,
+        progress: Progress | None,
+        yield_to: Callable[[], bool] | None = None,
+    ) -> None:
+        """Embed the rows written without a vector: this sync's text-first write, what an
+        interrupted run left, or what a fill paused for other work (``yield_to``) left."""
         sid = git.source.id
         if not self._unfilled_rows(sid):
             return
@@ -199,9 +218,11 @@ class Syncer:
         if written is not None and written.pending is None:
             self._still_writer()
             self.store.put_state(replace(written, pending=written.commit or "unborn"))
-        rank = self._rank or ranker(git, None, walk=False)
+            self._fill_marked.add(sid)
+        rank = self._fill_ranks.get(sid) or ranker(git, None, walk=False)
         meter = _Meter(self._last_total, report, progress)
         meter.fill = FillReport()
+        meter.rows = self.store.count(sid)[1]
         before = report.embedded
         fill = VectorFill(
             self.store,
@@ -218,13 +239,20 @@ class Syncer:
             report.embedded = before + done.embedded
             meter.report_fill(done)
 
-        done = fill.run(sid, rank, load=lambda: self.load_model(meter), on_slice=on_slice)
+        done = fill.run(
+            sid, rank, load=lambda: self.load_model(meter), on_slice=on_slice, stop=yield_to
+        )
         report.embedded = before + done.embedded
         report.reused += done.reused
+        report.fill_paused = done.paused
+        if done.paused:  # marked pending still; the next sync takes it up
+            return
         self._unfilled.discard(sid)
+        self._fill_ranks.pop(sid, None)
         if written is not None:
             self._still_writer()
             self.store.put_state(replace(written, pending=None))
+        self._fill_marked.discard(sid)
         meter.report_fill(done)
 
     def remove_interrupted_writes(self) -> int:
@@ -275,15 +303,18 @@ class Syncer:
         known: set[str],
         report: SyncReport,
         progress: Progress | None,
+        rank: Rank,
     ) -> None:
         """Write the plan: ``todo`` and ``deletes`` in batches (``pipeline/batches.py``), text
-        first when the change is larger than its first batch (the fill sets the vectors)."""
+        first when the change is larger than its first batch (the fill sets the vectors, in
+        ``rank``'s order)."""
         total = len(todo) + len(deletes)
         meter = _Meter(total, report, progress)
         self._last_total = total
         text_first = len(todo) > FIRST_BATCH_FILES
         if text_first:
             meter.writing = WRITING_TEXT
+            self._fill_ranks[git.source.id] = rank
         meter.report(0)
         if text_first:  # the model is needed only by the fill, after every file is written
             self._unfilled.add(git.source.id)
