@@ -19,6 +19,7 @@ from codechunkd.daemon.status import (
     StatusSnapshot,
     document,
     exit_code,
+    progress_text,
     render_text,
     status_line,
 )
@@ -94,6 +95,15 @@ def test_a_source_says_when_it_was_updated_in_words_and_in_utc() -> None:
     unset = SourceSnapshot(record=RECORD, head="a" * 40, head_branch="main")
     text = render_text(document(StatusSnapshot(daemon=None, index="/i", sources=(unset,))))
     assert "updated never" in text, text
+
+
+def test_a_fill_taken_up_again_names_no_files() -> None:
+    """A fill resumed by a sync that wrote no file: its vectors and texts, no `0/0 files`."""
+    fill = {"files_done": 0, "files_total": 0, "chunks": 9000, "vectors": 3000}
+    fill |= {"activity": "filling vectors", "fill_texts": 6000, "fill_embedded": 40}
+    assert progress_text(fill) == "vectors 3,000/9,000 chunks, 40/6,000 texts embedded, ETA ?"
+    fill |= {"files_done": 3, "files_total": 3, "eta_s": 65}
+    assert progress_text(fill).endswith("texts embedded; 3/3 files written, ETA 1m05s")
 
 
 def test_a_pending_mark_nobody_works_on_is_interrupted() -> None:

@@ -254,9 +254,10 @@ def progress_text(p: Mapping[str, Any]) -> str:
             f"ETA {duration(eta) if eta is not None else '?'}"
         )
     if activity == "filling vectors":
+        written = f"; {written}" if p.get("files_total") else ""  # none: a fill taken up again
         return (
             f"vectors {p.get('vectors', 0):,}/{p.get('chunks', 0):,} chunks, "
-            f"{p.get('fill_embedded', 0):,}/{p.get('fill_texts', 0):,} texts embedded; {written}, "
+            f"{p.get('fill_embedded', 0):,}/{p.get('fill_texts', 0):,} texts embedded{written}, "
             f"ETA {duration(eta) if eta is not None else '?'}"
         )
     return (
