@@ -4,7 +4,7 @@ text-first writes and of abandoned batches use as the model.
 ``POST /v1/embeddings`` is answered with hash vectors (``DIM`` wide), each text it is sent
 recorded in ``inputs``; while ``stall`` is set each request is held (counted in ``held``)
 until ``release`` is set; while ``gate`` is set each request is held until ``admit`` lets
-one through.
+one through (``admit_waiting``).
 """
 
 from __future__ import annotations
@@ -34,10 +34,17 @@ class StallingServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.gate = threading.Event()
         self._tickets = threading.Semaphore(0)
+        self._admitted = 0
 
-    def admit(self, n: int = 1) -> None:
-        """Let ``n`` requests through the gate (held ones first)."""
-        self._tickets.release(n)
+    def admit_waiting(self) -> bool:
+        """Let through the gate a request that waits there and was not let through yet;
+        whether there was one."""
+        with self.lock:
+            if self.held <= self._admitted:
+                return False
+            self._admitted += 1
+        self._tickets.release()
+        return True
 
     def open_gate(self) -> None:
         """No more gating: every request held at the gate, and every later one, goes on."""

@@ -129,13 +129,9 @@ def test_an_edit_during_the_first_fill_is_searchable_before_the_fill_ends(
             lambda: service.status()["sources"][0]["pending_paths"] >= 1,
             "the edit waiting for the writer",
         )
-        admitted = 0
 
         def edit_found() -> bool:
-            nonlocal admitted
-            if server.held > admitted:
-                server.admit()
-                admitted += 1
+            server.admit_waiting()
             request = SearchRequest(query=EDITED, k=5, mode="text")
             answer = service.search({"cmd": "search", **request.to_json()})
             return [h["path"] for h in answer["hits"]][:1] == ["pkg/mod0.py"]
@@ -175,11 +171,9 @@ def test_a_shutdown_stops_the_fill_at_a_slice_and_the_next_start_finishes_it(
     service = Service(settings, specs=[spec])
 
     def admit_all() -> None:
-        admitted = 0
         while not stop.is_set():
-            if service.queue.closed and server.held > admitted:
-                server.admit()
-                admitted += 1
+            if service.queue.closed:
+                server.admit_waiting()
             stop.wait(0.01)
 
     admitter = threading.Thread(target=admit_all)
@@ -220,13 +214,9 @@ def test_a_fill_that_gave_way_to_a_reload_goes_on_by_itself(
     def drive() -> None:
         wait_for(lambda: server.held >= 1, "the fill's first slice held by the server")
         os.kill(os.getpid(), signal.SIGHUP)
-        admitted = 0
 
         def paused() -> bool:
-            nonlocal admitted
-            if server.held > admitted:
-                server.admit()
-                admitted += 1
+            server.admit_waiting()
             batch = service.status()["sources"][0].get("last_batch") or {}
             return bool(batch.get("fill_paused"))
 

@@ -53,22 +53,17 @@ def _paused(repo: Repo, writer: _Writer, server: StallingServer) -> SyncReport:
     out: list[Any] = []
     thread = threading.Thread(target=lambda: out.append(writer.syncer.sync(git, yield_to=wanted)))
     thread.start()
-    admitted = 0
     try:
-        while thread.is_alive():
-            wait_for(
-                lambda n=admitted: server.held > n or not thread.is_alive(),
-                "the fill's next slice held by the server, or the sync returned",
-            )
-            if server.held > admitted:
-                server.admit()
-                admitted += 1
+        wait_for(
+            lambda: not (server.admit_waiting() or thread.is_alive()),
+            "the sync returned, its slices let through one at a time",
+        )
     finally:
         server.open_gate()
         thread.join(timeout=scaled(60))
     assert out and asked.is_set(), out
     report: SyncReport = out[0]
-    assert report.fill_paused and 0 < report.embedded < admitted + 1, report.as_dict()
+    assert report.fill_paused and 0 < report.embedded <= server.held, report.as_dict()
     return report
 
 
