@@ -124,22 +124,10 @@ class VectorFill:
         stop early (``paused``), what is done committed, once ``stop()`` says other work
         waits (asked after each slice, from ``YIELD_SHARE`` times the start's time on)."""
         started = time.monotonic()
-        left = vectorless(self.store, source).to_pylist()
-        report = FillReport(rows=len(left))
-        if not left:
+        report = FillReport()
+        todo, pending = self._left(source, rank, report)
+        if not report.rows:
             return report
-        left.sort(key=lambda r: (rank(r["path"]), r["path"]))
-        model, dim = self.embedder.model_id, self.embedder.dimension
-        cached = self.cache.get_many(model, {r["embed_hash"] for r in left}, dim)
-        pending: dict[str, npt.NDArray[np.float32]] = {}  # row id -> vector, not yet set
-        todo: list[dict[str, Any]] = []
-        for r in left:
-            vec = cached.get(str(r["embed_hash"]))
-            if vec is None:
-                todo.append(r)
-            else:
-                pending[str(r["id"])] = vec
-        report.reused = len(pending)
         if pending:
             self._commit(pending, report)
         texts = list(dict.fromkeys(str(r["embed_text"]) for r in todo))
@@ -157,6 +145,7 @@ class VectorFill:
         # big machine, 1,024 texts on a GPU), never fewer than embedding.batch_size
         step = texts_per_call(self.embedder, self.step)
         hashes = {str(r["embed_text"]): str(r["embed_hash"]) for r in todo}
+        model = self.embedder.model_id
         committed_at = began = time.monotonic()
         interval = FILL_COMMIT_S
         for start in range(0, len(texts), step):
@@ -194,6 +183,27 @@ class VectorFill:
             commits=report.commits,
         )
         return report
+
+    def _left(
+        self, source: str, rank: Callable[[str], object], report: FillReport
+    ) -> tuple[list[dict[str, Any]], dict[str, npt.NDArray[np.float32]]]:
+        """The rows of ``source`` left without a vector, in ``rank`` order: those to embed,
+        and the vectors the cache holds for the others (by row id; ``reused``)."""
+        left = vectorless(self.store, source).to_pylist()
+        report.rows = len(left)
+        left.sort(key=lambda r: (rank(r["path"]), r["path"]))
+        model, dim = self.embedder.model_id, self.embedder.dimension
+        cached = self.cache.get_many(model, {r["embed_hash"] for r in left}, dim) if left else {}
+        pending: dict[str, npt.NDArray[np.float32]] = {}  # row id -> vector, not yet set
+        todo: list[dict[str, Any]] = []
+        for r in left:
+            vec = cached.get(str(r["embed_hash"]))
+            if vec is None:
+                todo.append(r)
+            else:
+                pending[str(r["id"])] = vec
+        report.reused = len(pending)
+        return todo, pending
 
     def _commit(self, pending: dict[str, npt.NDArray[np.float32]], report: FillReport) -> None:
         if not pending:
