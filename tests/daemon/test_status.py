@@ -98,12 +98,19 @@ def test_a_source_says_when_it_was_updated_in_words_and_in_utc() -> None:
 
 
 def test_a_fill_taken_up_again_names_no_files() -> None:
-    """A fill resumed by a sync that wrote no file: its vectors and texts, no `0/0 files`."""
+    """A fill resumed by a sync that wrote no file: its vectors and texts, no `0/0 files`;
+    a text-first write's pace with thousands separators."""
     fill = {"files_done": 0, "files_total": 0, "chunks": 9000, "vectors": 3000}
     fill |= {"activity": "filling vectors", "fill_texts": 6000, "fill_embedded": 40}
     assert progress_text(fill) == "vectors 3,000/9,000 chunks, 40/6,000 texts embedded, ETA ?"
     fill |= {"files_done": 3, "files_total": 3, "eta_s": 65}
     assert progress_text(fill).endswith("texts embedded; 3/3 files written, ETA 1m05s")
+    write = {"files_done": 56, "files_total": 107, "chunks": 1690, "chunks_per_second": 1029.4}
+    write |= {"activity": "writing text", "eta_s": 1}
+    assert progress_text(write) == (
+        "writing text (vectors fill in after): 56/107 files written, 1,690 chunks, "
+        "1,029.4 chunks/s, ETA 1s"
+    )
 
 
 def test_a_pending_mark_nobody_works_on_is_interrupted() -> None:

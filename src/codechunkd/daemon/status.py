@@ -250,7 +250,7 @@ def progress_text(p: Mapping[str, Any]) -> str:
     if activity == "writing text":
         return (
             f"writing text (vectors fill in after): {written}, "
-            f"{p.get('chunks', 0):,} chunks, {p.get('chunks_per_second', 0.0):.1f} chunks/s, "
+            f"{p.get('chunks', 0):,} chunks, {p.get('chunks_per_second', 0.0):,.1f} chunks/s, "
             f"ETA {duration(eta) if eta is not None else '?'}"
         )
     if activity == "filling vectors":
@@ -264,7 +264,7 @@ def progress_text(p: Mapping[str, Any]) -> str:
         f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files, "
         f"{p.get('embedded', 0) + p.get('reused', 0):,} chunks "
         f"({p.get('embedded', 0):,} embedded, {p.get('reused', 0):,} reused), "
-        f"{p.get('chunks_per_second', 0.0):.1f} chunks/s, "
+        f"{p.get('chunks_per_second', 0.0):,.1f} chunks/s, "
         f"ETA {duration(eta) if eta is not None else '?'}"
     )
 
