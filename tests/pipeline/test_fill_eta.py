@@ -7,7 +7,8 @@ from codechunkd.pipeline.fill import FillReport
 
 
 def test_the_eta_waits_for_a_stable_rate_then_counts_the_work_left() -> None:
-    """No ETA before 5% of the work and two slices; then work left at the measured rate."""
+    """No ETA before 5% of the work (of a fill of minutes) and two slices; then work left
+    at the measured rate."""
     r = FillReport(texts=100, work_total=10_000, work_done=400, embedded=4, embed_seconds=4.0)
     assert r.eta_s is None  # 4% of the work
     r.work_done, r.embedded, r.embed_seconds = 1_000, 10, 10.0
@@ -15,6 +16,16 @@ def test_the_eta_waits_for_a_stable_rate_then_counts_the_work_left() -> None:
     r.work_done, r.embedded = 10_000, 100
     assert r.eta_s == 0.0
     assert FillReport().eta_s == 0.0  # nothing to embed
+
+
+def test_a_fill_too_large_for_5_percent_soon_gets_its_eta_after_two_minutes() -> None:
+    """A million-chunk fill: 1% of its work done in two minutes of embedding already gives
+    an ETA at that rate (5% would take ten)."""
+    r = FillReport(texts=10**6, work_total=10**8, work_done=10**6, embedded=10**4)
+    r.embed_seconds = 119.0
+    assert r.eta_s is None
+    r.embed_seconds = 120.0
+    assert r.eta_s == 99 * 10**6 / (10**6 / 120.0)  # the work left at 8,333 tokens/s
 
 
 def test_status_words_coverage_a_fill_and_a_model_load() -> None:

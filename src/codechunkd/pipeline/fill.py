@@ -41,6 +41,10 @@ rewrites its rows and adds a full-text delta, so one per slice would pile up tho
 COMMIT_SHARE = 8
 """A commit that took c seconds is followed by at least ``COMMIT_SHARE * c`` of embedding: the
 commits cost at most about an eighth of the fill (on a busy 2-core machine, 1.5 s each)."""
+ETA_AFTER_S = 120.0
+"""A fill's ETA is given from 5% of its work on, or from this many seconds of embedding
+(thousands of texts on a CPU) when 5% takes longer: a first index of a million chunks would
+otherwise say ``ETA ?`` for most of an hour."""
 YIELD_SHARE = 4
 """A fill asked to stop (``run``'s ``stop``: an edit is due) first embeds for at least
 ``YIELD_SHARE`` times what its start took (reading the rows left, asking the cache: ~1.7 s
@@ -75,10 +79,12 @@ class FillReport:
     @property
     def eta_s(self) -> float | None:
         """Seconds left at the measured rate (tokens per second), once it is stable: from 5%
-        of the work and two slices on; None before."""
+        of the work (or ``ETA_AFTER_S`` of embedding, on a repository so large that 5% takes
+        longer) and two slices on; None before."""
         if self.texts == 0 or self.work_done >= self.work_total:
             return 0.0 if self.texts == 0 or self.embedded >= self.texts else None
-        if self.work_done < 0.05 * self.work_total or self.embedded < 2 or not self.embed_seconds:
+        early = self.work_done < 0.05 * self.work_total and self.embed_seconds < ETA_AFTER_S
+        if early or self.embedded < 2 or not self.embed_seconds:
             return None
         rate = self.work_done / self.embed_seconds
         return (self.work_total - self.work_done) / rate
