@@ -27,6 +27,7 @@ from codechunkd.daemon.control import SourceSpec
 from codechunkd.daemon.service import Service
 from codechunkd.daemon.status import render_text, status_line
 from codechunkd.git.changes import GitSource
+from codechunkd.mcp_server.render import render_status
 from codechunkd.storage.coverage import coverage
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.store import IndexStore
@@ -70,6 +71,10 @@ def test_a_cold_daemon_answers_from_the_text_before_the_first_vector(
         (src,) = service.status()["sources"]
         assert (src["files"], src["chunks"]) == (files, chunks) == (12, chunks)
         assert (src["text_chunks"], src["vector_chunks"]) == (chunks, 0)
+        # what the MCP status tool tells an agent: indexing, not stale or interrupted
+        mcp = render_status(service.status())
+        assert "INDEXING; branch main" in mcp and "PARTIAL" not in mcp, mcp
+        assert f"vectors for 0 of {chunks:,} chunks so far" in mcp, mcp
         seen["line"] = status_line(service.snapshot(read_git=False))
         server.stall.clear()
         server.release.set()

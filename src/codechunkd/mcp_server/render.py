@@ -169,9 +169,11 @@ def short_status(doc: Mapping[str, Any]) -> dict[str, Any]:
                 "fresh": bool(s.get("fresh")),
                 "pending_paths": s.get("pending_paths", 0) or 0,
                 "partial": bool(s.get("pending")),
+                "indexing": (s.get("progress") or {}).get("activity"),
                 "dirty_files": len(s.get("dirty") or {}),
                 "files": s.get("files", 0),
                 "chunks": s.get("chunks", 0),
+                "vector_chunks": s.get("vector_chunks"),
                 "state": s.get("state"),
             }
         )
@@ -192,13 +194,23 @@ def render_status(doc: Mapping[str, Any]) -> str:
     for s in short["sources"]:
         head = (s["head"] or "unborn")[:10]
         indexed = (s["indexed"] or "unborn")[:10]
-        word = "fresh" if s["fresh"] else "STALE"
+        word = "fresh" if s["fresh"] else "INDEXING" if s["indexing"] else "STALE"
         line = f"{s['repo']}: {word}; branch {s['branch']}, HEAD {head}, indexed {indexed}"
         if s["pending_paths"]:
-            line += f"; {s['pending_paths']} changed paths pending"
-        if s["partial"]:
+            line += f"; {s['pending_paths']:,} changed paths pending"
+        if s["indexing"] == "filling vectors":
+            pass  # every file is written: the vectors' count below says what is left
+        elif s["indexing"]:
+            line += "; an indexing pass is running: some files may be missing or old until it ends"
+        elif s["partial"]:
             line += "; PARTIAL: an indexing pass was interrupted, some files may be missing or old"
-        line += f"; {s['files']} files, {s['chunks']} chunks"
+        vectors = s["vector_chunks"]
+        if vectors is not None and vectors < s["chunks"]:
+            line += (
+                f"; vectors for {vectors:,} of {s['chunks']:,} chunks so far "
+                "(search ranks the others by their full text)"
+            )
+        line += f"; {s['files']:,} files, {s['chunks']:,} chunks"
         lines.append(line)
     return "\n".join(lines)
 
