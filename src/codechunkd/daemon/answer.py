@@ -92,24 +92,24 @@ def answer_search(
         note = f"answered from the full text only: {text_only}"
     index = Index(reader, settings, embedder=_QueryEmbedder(embedder))
     try:
-        hits, ranked = index.answer(req)
+        hits, notes = index.answer(req)
     except EmbeddingError as exc:
         if req.mode == "text":
             raise
         log.warning("query_vector_failed", error=str(exc))
         req = dataclasses.replace(req, mode="text")
         note = f"answered from the full text only: the model cannot be used ({exc})"
-        hits, ranked = index.answer(req)
+        hits, notes = index.answer(req)
     cov = index.coverage(repo=req.repo)
     if note is None and req.mode != "text" and not cov.complete:
         note = (
             f"vectors for {cov.vectors:,} of {cov.chunks:,} chunks so far: "
             "the others are ranked by their full text"
         )
-    if ranked:  # a reranker that failed
-        log.warning("rerank_failed", error=ranked[0])
-        rerank_failed(ranked[0])
-        note = "; ".join([*([note] if note else []), *ranked])
+    if notes:  # a reranker that failed
+        log.warning("rerank_failed", error=notes[0])
+        rerank_failed(notes[0])
+        note = "; ".join([*([note] if note else []), *notes])
     out: dict[str, Any] = {
         "hits": [h.as_dict() for h in hits],
         "mode": req.mode,

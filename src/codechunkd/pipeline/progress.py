@@ -145,10 +145,8 @@ class _Meter:
             self.activity = (activity, now)
         fill = self.fill
         chunks, vectors = r.chunks, r.chunks - r.vectorless
-        if fill is not None and self.rows is not None and fill.rows:
+        if fill is not None and self.rows is not None:  # a fill: of the source's rows
             chunks, vectors = self.rows, self.rows - fill.rows + fill.set_rows
-        elif fill is not None:
-            vectors += fill.set_rows
         p = SyncProgress(
             files_done=self.done,
             files_total=self.total,

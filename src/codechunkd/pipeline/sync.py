@@ -222,7 +222,8 @@ class Syncer:
         rank = self._fill_ranks.get(sid) or ranker(git, None, walk=False)
         meter = _Meter(self._last_total, report, progress)
         meter.fill = FillReport()
-        meter.rows = self.store.count(sid)[1]
+        # the source's rows, as the state record written after its last write counts them
+        meter.rows = written.chunks if written is not None else self.store.count(sid)[1]
         before = report.embedded
         fill = VectorFill(
             self.store,
