@@ -242,30 +242,26 @@ def progress_text(p: Mapping[str, Any]) -> str:
     9,800 chunks, 2,100.0 chunks/s, ETA 3s``; its fill: ``vectors 412/2,303 chunks,
     12/1,900 texts embedded, ETA 4m10s``;
     a model load: ``loading the model (1m05s); 166/166 files written``."""
-    eta = p.get("eta_s")
+    eta = f"ETA {duration(p['eta_s']) if p.get('eta_s') is not None else '?'}"
     activity = p.get("activity")
     written = f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files written"
+    pace = f"{p.get('chunks_per_second', 0.0):,.1f} chunks/s"
     if activity == "loading the model":
         return f"loading the model ({duration(p.get('activity_s', 0.0))}); {written}"
     if activity == "writing text":
-        return (
-            f"writing text (vectors fill in after): {written}, "
-            f"{p.get('chunks', 0):,} chunks, {p.get('chunks_per_second', 0.0):,.1f} chunks/s, "
-            f"ETA {duration(eta) if eta is not None else '?'}"
-        )
+        chunks = f"{p.get('chunks', 0):,} chunks"
+        return f"writing text (vectors fill in after): {written}, {chunks}, {pace}, {eta}"
     if activity == "filling vectors":
         written = f"; {written}" if p.get("files_total") else ""  # none: a fill taken up again
         return (
             f"vectors {p.get('vectors', 0):,}/{p.get('chunks', 0):,} chunks, "
             f"{p.get('fill_embedded', 0):,}/{p.get('fill_texts', 0):,} texts embedded{written}, "
-            f"ETA {duration(eta) if eta is not None else '?'}"
+            + eta
         )
     return (
         f"{p.get('files_done', 0):,}/{p.get('files_total', 0):,} files, "
         f"{p.get('embedded', 0) + p.get('reused', 0):,} chunks "
-        f"({p.get('embedded', 0):,} embedded, {p.get('reused', 0):,} reused), "
-        f"{p.get('chunks_per_second', 0.0):,.1f} chunks/s, "
-        f"ETA {duration(eta) if eta is not None else '?'}"
+        f"({p.get('embedded', 0):,} embedded, {p.get('reused', 0):,} reused), {pace}, {eta}"
     )
 
 
