@@ -31,6 +31,7 @@ from codechunkd.errors import IndexDamaged, ModelMismatch, SchemaMismatch, Store
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translate, translating
 from codechunkd.storage.objectstore import failure_reason, is_local
+from codechunkd.storage.refscan import RefSnapshot
 from codechunkd.storage.rows import in_list
 from codechunkd.storage.statefile import SourceState
 from codechunkd.storage.store import IndexStore
@@ -64,6 +65,7 @@ class ChunkReader(Protocol):
     def count_chunks(self, where: str | None = None) -> int: ...
     def references_version(self) -> int: ...
     def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]: ...
+    def references_snapshot(self) -> RefSnapshot | None: ...
 
 
 class LanceReader:
@@ -230,6 +232,15 @@ class LanceReader:
         if ds is None:
             return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
         return int(ds.version), ds.to_table(columns=list(columns))
+
+    @translating("reading references")
+    def references_snapshot(self) -> RefSnapshot | None:
+        """The ``references`` table at its latest version, for reads in parts; None
+        without one."""
+        ds = self._dataset(S.REFERENCES)
+        if ds is None:
+            return None
+        return RefSnapshot(ds.checkout_version(ds.version), self.uri)
 
     @translating("reading a table")
     def states(self) -> list[SourceState]:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from codechunkd.embedding.base import vector_problems
 from codechunkd.storage import schema as S
 from codechunkd.storage._errors import translating
+from codechunkd.storage.refscan import RefSnapshot
 from codechunkd.storage.rows import FileRecord, in_list, quote
 from codechunkd.storage.statefile import SourceState
 from codechunkd.storage.tables import Tables
@@ -86,6 +87,13 @@ class Reads(Tables):
         if tbl is None:
             return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
         return int(tbl.version), _scan_all(tbl, None, columns)
+
+    @translating("reading references")
+    def references_snapshot(self) -> RefSnapshot | None:
+        """The ``references`` table at its latest version, for reads in parts; None
+        without one."""
+        tbl = self._table(S.REFERENCES)
+        return None if tbl is None else RefSnapshot(tbl.to_lance(), self.uri)
 
     @translating("reading the table version")
     def references_version(self) -> int:

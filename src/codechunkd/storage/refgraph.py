@@ -19,17 +19,20 @@ writer has committed since.  A name used in a file is resolved, in order:
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refnames import ModulePaths, canonical
 
-__all__ = ["BY_NAME", "EXACT", "IMPORTED", "Definition", "RefGraph", "Use"]
+__all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
+
+_K = TypeVar("_K")
 
 EXACT: Final = "exact"
 IMPORTED: Final = "imported"
@@ -89,6 +92,26 @@ class Use:
     """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
 
 
+SKELETON: Final = (DEFINITION, "import", "inherit")
+"""The rows that resolve a use: every one of them is read for any question."""
+_ROW_LISTS: Final = (
+    ("_src", "source"),
+    ("_path", "path"),
+    ("_lang", "language"),
+    ("_chunk", "chunk_id"),
+    ("_csym", "chunk_symbol"),
+    ("_kind", "kind"),
+    ("_name", "name"),
+    ("_qual", "qualifier"),
+    ("_mod", "module"),
+    ("_line", "line"),
+)
+
+
+def _add(index: dict[_K, list[int]], key: _K, i: int) -> None:
+    index[key] = [*index.get(key, ()), i]
+
+
 def _short(name: str) -> str:
     for sep in (".", "::"):
         name = name.rsplit(sep, 1)[-1]
@@ -98,7 +121,15 @@ def _short(name: str) -> str:
 class RefGraph:
     """The resolved reference graph of every source of one index (a table version)."""
 
-    def __init__(self, version: int, columns: dict[str, list[object]]) -> None:
+    def __init__(
+        self,
+        version: int,
+        columns: dict[str, list[object]],
+        *,
+        files: set[tuple[str, str]] | None = None,
+    ) -> None:
+        """The graph of the rows ``columns``; ``files``: every (source, path) of the table,
+        when the rows are only some of it (default: the rows' own)."""
         self.version = version
         c = columns
         self._n = len(c["name"])
@@ -112,7 +143,8 @@ class RefGraph:
         self._qual: list[str] = c["qualifier"]  # type: ignore[assignment]
         self._mod: list[str] = c["module"]  # type: ignore[assignment]
         self._line: list[int] = c["line"]  # type: ignore[assignment]
-        canon: dict[str, str] = {}  # what resolution reads: symbols in one form
+        self._canon: dict[str, str] = {}  # what resolution reads: symbols in one form
+        canon = self._canon
         for q, k, n in zip(self._qual, self._kind, self._name, strict=True):
             if k == DEFINITION and q not in canon:
                 canon[q] = canonical(q, n)
@@ -164,7 +196,39 @@ class RefGraph:
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
-        self._paths = ModulePaths({(self._src[i], self._path[i]) for i in range(self._n)})
+        if files is None:
+            files = set(zip(self._src, self._path, strict=True))
+        self._paths = ModulePaths(files)
+
+    def with_uses(self, columns: dict[str, list[object]]) -> RefGraph:
+        """This graph and the use rows ``columns`` (calls, types, values, binds: no
+        definition, import or base): the uses a question is about, resolved against every
+        definition and import (storage/refquery.py).  This graph stays as it was and
+        shares what those rows cannot change: the definitions, the imports, the modules'
+        files and the walks through them."""
+        g = copy.copy(self)
+        for attr, column in _ROW_LISTS:
+            setattr(g, attr, getattr(self, attr) + columns[column])
+        g._n = len(g._name)
+        new = range(self._n, g._n)
+        g._sym = self._sym + [g._qual[i] for i in new]
+        g._owner = self._owner + [
+            self._canon.get(q) or self._canon.setdefault(q, canonical(q))
+            for q in (g._csym[i] for i in new)
+        ]
+        g._memo = {}  # rows past this graph's own are another question's
+        g.uses_by_name, g.uses_by_owner = dict(self.uses_by_name), dict(self.uses_by_owner)
+        g._binds = dict(self._binds)
+        for i in new:
+            kind = g._kind[i]
+            if kind in SKELETON:
+                raise ValueError(f"a {kind} row is not a use a question adds")
+            key = (g._src[i], g._path[i])
+            _add(g.uses_by_name, g._name[i], i)  # a new list: this graph's lists are shared
+            _add(g.uses_by_owner, (*key, g._csym[i]), i)
+            if kind == "binds":
+                _add(g._binds, (*key, g._csym[i], g._qual[i]), i)
+        return g
 
     # -- rows as values ---------------------------------------------------
 
@@ -191,6 +255,10 @@ class RefGraph:
             target=target,
             how=how,
         )
+
+    def aliases(self, name: str) -> set[str]:
+        """The local names an import binds ``name`` to (``import x as y``: ``y``)."""
+        return set(self._aliases.get(name, ()))
 
     @property
     def rows(self) -> int:
