@@ -7,9 +7,11 @@ The index holds the Python standard library (real code nobody here wrote), chunk
 written as the indexer writes it (``IndexStore.write_batch``: chunks, references, files),
 except that the vectors are random unit vectors: these tools never read them, and the real
 model would take an hour to embed this many chunks on this machine. The client is the MCP
-SDK's own, over stdio, spawning ``codechunkd mcp`` as an agent does. After one untimed call
-of each tool (the server opens the index and builds the reference graph), ``--queries``
-names drawn at random (seed 31) from the index's definitions are asked of each tool.
+SDK's own, over stdio, spawning ``codechunkd mcp`` as an agent does.  The ``references``
+table gets the BTrees the writer's upkeep keeps on it (``ensure_reference_indexes``).
+After one untimed call of each tool (the server opens the index and reads the definitions,
+imports and bases of the reference graph), ``--queries`` names drawn at random (seed 31)
+from the index's definitions are asked of each tool.
 Printed figures only.
 """
 
@@ -127,6 +129,8 @@ def main() -> None:
     from codechunkd.storage.store import IndexStore
 
     store = IndexStore(str(args.index))
+    if hasattr(store, "ensure_reference_indexes"):  # as the writer's upkeep keeps them
+        store.ensure_reference_indexes()
     print(
         f"index: {store.rows():,} chunks, {store.db.open_table('references').count_rows():,} references"
     )

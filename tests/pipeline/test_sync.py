@@ -319,7 +319,8 @@ def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
     repo: Repo, tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
     """A sync of many batches folds as it goes: fragments stay few, the full-text index
-    grows by deltas, and every row stays searchable."""
+    grows by deltas, the BTrees of ``references`` take the new rows, and every row stays
+    searchable."""
     from codechunkd.storage.search import Mode, Searcher
 
     settings = load_settings(
@@ -346,6 +347,12 @@ def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
     fts = tbl.index_stats("fts_text_idx")
     assert fts.num_indices > 1  # deltas, not rebuilds
     assert fts.num_indexed_rows + fts.num_unindexed_rows == rows
+    refs = ix.store.db.open_table("references")
+    for column in ("name", "path"):  # what questions about names read by
+        btree = refs.index_stats(f"{column}_idx")
+        assert btree.index_type == "BTREE"
+        assert btree.num_indexed_rows + btree.num_unindexed_rows == refs.count_rows()
+        assert btree.num_unindexed_rows < btree.num_indexed_rows  # folded in as it goes
     searcher = Searcher(ix.store)
     for name in (names[0], names[5], names[11]):
         query = embedder.embed([name.replace("_", " ")])[0]

@@ -3,8 +3,9 @@ and base, and only the uses it is about (storage/refquery.py, storage/refscan.py
 
 The answers must be the whole graph's.  The index is real code nobody here wrote (packages
 of the Python standard library), chunked by the product's chunker and written by
-``IndexStore.write_batch`` into a real LanceDB directory; the vectors are random, as no
-question about references reads them.
+``IndexStore.write_batch`` into a real LanceDB directory, half of it under the BTrees the
+writer keeps on ``references`` and half not yet; the vectors are random, as no question
+about references reads them.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def stdlib_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for name in PACKAGES
         for p in sorted((lib / name).rglob("*.py"))
     ]
-    _write(store, files)
+    half = len(files) // 2
+    _write(store, files[:half])
+    assert store.ensure_reference_indexes()  # as the writer's upkeep makes them
+    _write(store, files[half:])  # rows the BTrees do not cover yet: read by a scan
     return index
 
 

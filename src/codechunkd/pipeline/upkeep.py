@@ -47,6 +47,7 @@ def upkeep(store: IndexStore, settings: Settings, *, force: bool = False) -> boo
     times slower (docs/operations.md). Returns whether it folded.
     """
     store.ensure_fts()
+    store.ensure_reference_indexes()
     build_vector_index_if_due(store, settings)
     idx = settings.index
     rows, fragments = store.unfolded(idx.fold_rows)

@@ -1,9 +1,11 @@
-"""Upkeep of ``chunks``: its full-text, vector and ``embed_hash`` indexes, and folds.
+"""Upkeep of ``chunks``: its full-text, vector and ``embed_hash`` indexes, the BTrees of
+``references``, and folds.
 
 Owns building the indexes (``ensure_fts`` with :data:`FTS_CONFIG`, ``build_vector_index``,
-``ensure_embed_hash_index``), keeping the full-text index current after each write
-(``index_text``: tiered merging of its deltas), what they do not cover yet (``unindexed``,
-``unfolded``), and ``fold`` (compaction, index deltas, old versions dropped).  Writer
+``ensure_embed_hash_index``, ``ensure_reference_indexes``), keeping the full-text index
+current after each write (``index_text``: tiered merging of its deltas), what they do not
+cover yet (``unindexed``, ``unfolded``), and ``fold`` (compaction, index deltas, old
+versions dropped).  Writer
 only, between writes (LanceDB's ``optimize`` fails beside a concurrent write).  It must
 not add, replace or delete rows (``storage/writes.py``, ``storage/fragments.py``); the
 ``crashpoint`` names here are the boundaries tests/pipeline/test_crash.py kills at.
@@ -24,6 +26,11 @@ FTS_MERGE_FACTOR = 4
 FTS_MERGE_FLOOR = 4096
 """A full-text delta under this many rows is always merged into an update (a cheap rewrite
 that keeps small saves from piling up one-row deltas)."""
+
+REFERENCE_INDEXES = ("name", "path")
+"""The columns of ``references`` with a BTree: a question reads the uses of a few names and
+what gives variables their class in a few files (storage/refquery.py), not the whole table
+(on the standard library's 737k rows, 77 -> 16 ms and 51 -> 4 ms a read)."""
 
 FTS_INDEX = "fts_text_idx"
 FTS_CONFIG: dict[str, Any] = {
@@ -97,6 +104,23 @@ class Upkeep(Tables):
 
         self._open(S.CHUNKS).create_index("embed_hash", config=BTree(), replace=True)
         return True
+
+    @translating("indexing references")
+    def ensure_reference_indexes(self) -> bool:
+        """A BTree on each of :data:`REFERENCE_INDEXES` of ``references``, made once the
+        table exists (or once on an older index, or after a repair dropped one); folds keep
+        them current.  Returns whether it made one now."""
+        tbl = self._table(S.REFERENCES)
+        if tbl is None:
+            return False
+        have = {tuple(ix.columns) for ix in tbl.list_indices()}
+        missing = [c for c in REFERENCE_INDEXES if (c,) not in have]
+        if missing:
+            from lancedb.index import BTree
+
+            for column in missing:
+                tbl.create_index(column, config=BTree(), replace=True)
+        return bool(missing)
 
     @translating("building the vector index")
     def build_vector_index(self) -> None:
@@ -216,6 +240,8 @@ class Upkeep(Tables):
             if (refs_tbl := self._table(S.REFERENCES)) is not None:  # compacted as chunks
                 refs = refs_tbl.to_lance()
                 refs.optimize.compact_files(target_rows_per_fragment=fragment_rows, num_threads=1)
+                if refs_tbl.list_indices():  # the new rows join the BTrees
+                    refs_tbl.to_lance().optimize.optimize_indices(num_indices_to_merge=int(merge))
                 refs.cleanup_old_versions(older_than=keep)
             for name in (S.FILES, S.REPOS):  # one row per file or repository: small
                 if (small := self._table(name)) is not None:
