@@ -94,17 +94,12 @@ class Use:
 
 SKELETON: Final = (DEFINITION, "import", "inherit")
 """The rows that resolve a use: every one of them is read for any question."""
-_ROW_LISTS: Final = (
-    ("_src", "source"),
-    ("_path", "path"),
-    ("_lang", "language"),
-    ("_chunk", "chunk_id"),
-    ("_csym", "chunk_symbol"),
-    ("_kind", "kind"),
-    ("_name", "name"),
-    ("_qual", "qualifier"),
-    ("_mod", "module"),
-    ("_line", "line"),
+_ROW_LISTS: Final = tuple(  # the graph's list of each column
+    zip(
+        ("_src", "_path", "_lang", "_chunk", "_csym", "_kind", "_name", "_qual", "_mod", "_line"),
+        COLUMNS,
+        strict=True,
+    )
 )
 
 
@@ -163,6 +158,7 @@ class RefGraph:
             tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]],
         ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._file_defs: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
@@ -201,11 +197,10 @@ class RefGraph:
         self._paths = ModulePaths(files)
 
     def with_uses(self, columns: dict[str, list[object]]) -> RefGraph:
-        """This graph and the use rows ``columns`` (calls, types, values, binds: no
-        definition, import or base): the uses a question is about, resolved against every
-        definition and import (storage/refquery.py).  This graph stays as it was and
-        shares what those rows cannot change: the definitions, the imports, the modules'
-        files and the walks through them."""
+        """This graph and the use rows ``columns`` (no definition, import or base): the
+        uses a question is about, resolved against every definition and import
+        (storage/refquery.py).  This graph stays as it was, and shares what those rows
+        cannot change: definitions, imports, modules' files and walks through them."""
         g = copy.copy(self)
         for attr, column in _ROW_LISTS:
             setattr(g, attr, getattr(self, attr) + columns[column])
@@ -263,9 +258,6 @@ class RefGraph:
     @property
     def rows(self) -> int:
         return self._n
-
-    def files(self) -> set[tuple[str, str]]:
-        return {(self._src[i], self._path[i]) for i in range(self._n)}
 
     # -- resolution -------------------------------------------------------
 
@@ -464,14 +456,20 @@ class RefGraph:
         return []
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
-        directory = posixpath.dirname(path)
-        return [  # a bare name in a Go package: a function or type, not a method
-            j
-            for j in self.defs_by_name.get(name, ())
-            if self._src[j] == src
-            and posixpath.dirname(self._path[j]) == directory
-            and (self._lang[j] != "go" or "." not in self._sym[j])
-        ]
+        """A bare name in a Go or Java package: the functions and types of ``name`` (not
+        a Go method) in the folder of ``path``.  The definitions are filed by folder once
+        (in place: a graph ``with_uses`` made shares them); the lists are shared."""
+        if not self._package_defs and self.defs_by_name:
+            by_folder: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+            for defs in self.defs_by_name.values():
+                for j in defs:
+                    if self._lang[j] != "go" or "." not in self._sym[j]:
+                        folder = posixpath.dirname(self._path[j])
+                        by_folder[(self._src[j], folder, self._name[j])].append(j)
+            for found in by_folder.values():
+                found.sort()  # the table's order, as ``defs_by_name`` has it
+            self._package_defs.update(by_folder)  # whole lists: another thread's are equal
+        return self._package_defs.get((src, posixpath.dirname(path), name), [])
 
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the files of ``module``, following re-exports, each
