@@ -464,12 +464,12 @@ class RefGraph:
             for defs in self.defs_by_name.values():
                 for j in defs:
                     if self._lang[j] != "go" or "." not in self._sym[j]:
-                        folder = posixpath.dirname(self._path[j])
+                        folder = self._path[j].rpartition("/")[0]  # a relative git path
                         by_folder[(self._src[j], folder, self._name[j])].append(j)
             for found in by_folder.values():
                 found.sort()  # the table's order, as ``defs_by_name`` has it
             self._package_defs.update(by_folder)  # whole lists: another thread's are equal
-        return self._package_defs.get((src, posixpath.dirname(path), name), [])
+        return self._package_defs.get((src, path.rpartition("/")[0], name), [])
 
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the files of ``module``, following re-exports, each
