@@ -68,3 +68,43 @@ def test_unusable_vectors_never_go_in_nor_come_out(tmp_path: Path) -> None:
         assert cache.stats().entries == 1  # deleted, not just skipped
     finally:
         cache.close()
+
+
+def test_stats_answer_while_a_lookup_holds_the_cache(tmp_path: Path) -> None:
+    """``status`` counts the cache's entries while the writer is in the middle of a lookup
+    (a fill taking up 130k rows asks for all their vectors, for seconds): the lookup is
+    held inside its SQLite query, on purpose, until ``stats`` has answered."""
+    import threading
+
+    import numpy as np
+
+    from tests.conftest import scaled
+
+    cache = EmbeddingCache(tmp_path / "cache.sqlite", max_entries=10_000)
+    vecs = {f"h{i}": np.full(4, i + 1, dtype=np.float32) for i in range(1_000)}
+    cache.put_many("m", vecs)  # type: ignore[arg-type]
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> int:  # SQLite's progress handler: runs inside the lookup's query
+        if not inside.is_set():  # the first time only; the lookup then runs freely
+            inside.set()
+            release.wait(scaled(30))
+        return 0
+
+    cache._db.set_progress_handler(hold, 1000)
+    found: dict[str, object] = {}
+    lookup = threading.Thread(target=lambda: found.update(cache.get_many("m", vecs, 4)))
+    lookup.start()
+    assert inside.wait(scaled(30))
+    answered: list[object] = []
+    counter = threading.Thread(target=lambda: answered.append(cache.stats()))
+    counter.start()
+    counter.join(scaled(10))
+    stuck = counter.is_alive()
+    release.set()
+    lookup.join(scaled(30))
+    counter.join(scaled(10))
+    assert not stuck, "stats waited for the lookup"
+    assert answered[0].entries == 1_000  # type: ignore[attr-defined]
+    assert len(found) == 1_000
+    cache.close()

@@ -99,6 +99,10 @@ class EmbeddingCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
+        # ``stats`` reads on its own connection: WAL lets it beside the writer's lookups,
+        # which hold ``_lock`` for seconds when a fill asks for 130k vectors at once
+        self._counter = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._counter_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         self.dropped = 0
@@ -107,8 +111,9 @@ class EmbeddingCache:
         """Unusable vectors ``put_many`` was offered and did not keep, so far."""
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._counter_lock:
             self._db.close()
+            self._counter.close()
 
     @translating("reading the embedding cache")
     def get_many(
@@ -205,8 +210,9 @@ class EmbeddingCache:
 
     @translating("reading the embedding cache")
     def stats(self) -> CacheStats:
-        with self._lock:
-            (count,) = self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+        """Hits, misses and entries (what ``status`` shows): never waits for a lookup."""
+        with self._counter_lock:
+            (count,) = self._counter.execute("SELECT COUNT(*) FROM embeddings").fetchone()
         return CacheStats(hits=self.hits, misses=self.misses, entries=int(count))
 
 
