@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import socket
 import threading
@@ -54,8 +55,9 @@ def test_a_crowd_of_connections_waits_in_the_queue_and_is_answered(tmp_path: Pat
 
 def test_a_full_queue_is_a_busy_daemon_not_a_stopped_one(settings: Settings) -> None:
     """A daemon (holding the writer lock) whose listen queue is full: ``status`` asks again
-    until its deadline, then says stalled and why, never stopped; a queue that drains
-    meanwhile gets the request answered."""
+    until its deadline, then says stalled, why and the pid, never stopped (nor an uptime,
+    model or cache it was not told); a queue that drains meanwhile gets the request
+    answered."""
     paths = IndexPaths.of(settings)
     assert private_dir(paths.runtime) is None
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,6 +80,9 @@ def test_a_full_queue_is_a_busy_daemon_not_a_stopped_one(settings: Settings) -> 
             assert done.returncode == EXIT_STALLED, done.stdout + done.stderr
             assert doc["daemon"]["state"] == "stalled"
             assert "connection queue was full" in doc["daemon"]["reason"]
+            assert doc["daemon"]["pid"] == os.getpid()  # who holds the lock: no invented rest
+            text = cli("status", "--index-dir", paths.uri).stdout
+            assert text.startswith(f"daemon: stalled  pid {os.getpid()}\n  stalled: "), text
             _drained_queue_answers(listener, fillers, paths.socket)
     finally:
         for s in fillers:

@@ -36,7 +36,9 @@ def _status_via_daemon(paths: Any) -> dict[str, Any]:
             paths.socket, {"cmd": "status"}, timeout=2.0, running=lambda: daemon_pid(paths)
         )
     except DaemonUnavailable as exc:
-        return {"daemon": {"state": "stalled" if exc.stalled else "stopped", "reason": exc.reason}}
+        if not exc.stalled:
+            return {"daemon": {"state": "stopped", "reason": exc.reason}}
+        return {"daemon": {"state": "stalled", "reason": exc.reason, "pid": daemon_pid(paths)}}
     if not isinstance(doc, dict) or "daemon" not in doc:
         return {"daemon": {"state": "stalled", "reason": "unexpected answer from the daemon"}}
     return doc
@@ -61,7 +63,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             raise StoreError(f"{problem}; check --index-dir, or `codechunkd index` to make one")
 
         out = stopped_status(
-            paths, state=out["daemon"]["state"], reason=out["daemon"].get("reason")
+            paths,
+            state=out["daemon"]["state"],
+            reason=out["daemon"].get("reason"),
+            pid=out["daemon"].get("pid"),
         )
     if only:
         every = out["sources"]

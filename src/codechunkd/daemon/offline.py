@@ -48,7 +48,11 @@ def dir_size(path: Path) -> int:
 
 
 def stopped_snapshot(
-    paths: IndexPaths, *, state: str = "stopped", reason: str | None = None
+    paths: IndexPaths,
+    *,
+    state: str = "stopped",
+    reason: str | None = None,
+    pid: int | None = None,
 ) -> StatusSnapshot:
     """The daemon's snapshot as far as it can be known without the daemon."""
     # absent, unreadable or damaged (status reports the damage itself): no sources
@@ -65,11 +69,16 @@ def stopped_snapshot(
         sources=tuple(sources),
         stopped_state=state,
         stopped_reason=reason,
+        stopped_pid=pid,
     )
 
 
 def stopped_status(
-    paths: IndexPaths, *, state: str = "stopped", reason: str | None = None
+    paths: IndexPaths,
+    *,
+    state: str = "stopped",
+    reason: str | None = None,
+    pid: int | None = None,
 ) -> dict[str, Any]:
     """``stopped_snapshot`` as the JSON document the daemon's ``status`` answers."""
-    return document(stopped_snapshot(paths, state=state, reason=reason))
+    return document(stopped_snapshot(paths, state=state, reason=reason, pid=pid))

@@ -111,6 +111,11 @@ def render_text(doc: Mapping[str, Any]) -> str:
     if state == "stopped":
         why = d.get("reason")
         lines.append("daemon: stopped" + (f" ({why})" if why else ""))
+    elif "uptime_s" not in d:  # running, but it did not answer: nothing more is known
+        pid = d.get("pid")
+        lines.append(f"daemon: {state}" + (f"  pid {pid}" if pid is not None else ""))
+        if d.get("reason"):
+            lines.append(f"  {state}: {d['reason']}")
     else:
         cache = d.get("cache") or {}
         watch = d.get("watcher") or {}
@@ -375,6 +380,8 @@ class StatusSnapshot:
     stopped_state: str = "stopped"
     """``stopped``, or ``stalled`` when a socket exists but nobody answers."""
     stopped_reason: str | None = None
+    stopped_pid: int | None = None
+    """The pid holding the index's lock, when a daemon runs but does not answer."""
 
 
 def source_document(s: SourceSnapshot, *, stall_after: float) -> dict[str, Any]:
@@ -406,6 +413,8 @@ def document(snap: StatusSnapshot) -> dict[str, Any]:
     d = snap.daemon
     if d is None:
         daemon: dict[str, Any] = {"state": snap.stopped_state, "reason": snap.stopped_reason}
+        if snap.stopped_pid is not None:
+            daemon["pid"] = snap.stopped_pid
         sources = [source_document(s, stall_after=0.0) for s in snap.sources]
     else:
         sources = [source_document(s, stall_after=d.stall_after_s) for s in snap.sources]
