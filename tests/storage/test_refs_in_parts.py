@@ -136,3 +136,36 @@ def test_a_question_reads_one_version_while_a_writer_commits(tmp_path: Path) -> 
     assert refs.store.references_snapshot().version > snap.version  # type: ignore[union-attr]
     users = {u.path for u in refs.references("JSONDecoder")}
     assert users == {"json/__init__.py"}
+
+
+def test_the_map_is_ranked_once_per_version(tmp_path: Path) -> None:
+    """The repository map's ranking (every use resolved, a PageRank) is computed once per
+    table version and kept with the graph: a second map in another folder reuses it; a
+    writer's commit makes a new graph, and the map shows the new file."""
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    store = IndexStore(str(tmp_path / "index"))
+    store.ensure_writable("test-random", DIM)
+    rng = np.random.default_rng(5)
+    _write(
+        store,
+        [
+            _file(f"json/{n}", (lib / "json" / n).read_bytes(), rng)
+            for n in ("decoder.py", "scanner.py")
+        ],
+    )
+    refs = ReferenceQueries(open_index(str(tmp_path / "index")).store)
+
+    def paths(folder: str = "") -> list[str]:
+        entries = refs.repo_map(
+            count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10_000, path=folder
+        )
+        return [e.path for e in entries]
+
+    assert sorted(paths()) == ["json/decoder.py", "json/scanner.py"]
+    first = refs.graph()
+    assert [key for key, _ in first.derived] == ["repo_map"]
+    assert paths("json") == paths()
+    assert refs.graph() is first and len(first.derived) == 1  # ranked once
+    _write(store, [_file("json/__init__.py", (lib / "json/__init__.py").read_bytes(), rng)])
+    assert "json/__init__.py" in paths()
+    assert refs.graph() is not first

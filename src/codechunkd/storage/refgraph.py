@@ -25,7 +25,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refnames import ModulePaths, canonical
@@ -159,6 +159,7 @@ class RefGraph:
         ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
+        self.derived: dict[object, Any] = {}  # what readers compute from the whole graph
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._file_defs: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
@@ -211,7 +212,7 @@ class RefGraph:
             self._canon.get(q) or self._canon.setdefault(q, canonical(q))
             for q in (g._csym[i] for i in new)
         ]
-        g._memo = {}  # rows past this graph's own are another question's
+        g._memo, g.derived = {}, {}  # rows past this graph's own are another question's
         g.uses_by_name, g.uses_by_owner = dict(self.uses_by_name), dict(self.uses_by_owner)
         g._binds = dict(self._binds)
         for i in new:

@@ -105,8 +105,12 @@ def repo_map(
 
     ``signatures(chunk ids)`` gives each chunk's signature (the ``chunks`` column).
     """
-    edges, into, files = _edges(g, source)
-    rank = pagerank({u: dict(vs) for u, vs in edges.items()}, files)
+    ranked = g.derived.get(("repo_map", source))  # the graph is of one table version
+    if ranked is None:
+        edges, into, files = _edges(g, source)
+        rank = pagerank({u: dict(vs) for u, vs in edges.items()}, files)
+        ranked = g.derived[("repo_map", source)] = (into, files, rank)
+    into, files, rank = ranked
     shown = [f for f in files if f.startswith(prefix)]
     shown.sort(key=lambda f: (-rank[f], f))
     out: list[MapEntry] = []
