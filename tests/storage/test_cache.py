@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
+from tests.conftest import scaled
 
 from codechunkd.storage.cache import EmbeddingCache, SummaryCache
 
@@ -74,12 +77,6 @@ def test_stats_answer_while_a_lookup_holds_the_cache(tmp_path: Path) -> None:
     """``status`` counts the cache's entries while the writer is in the middle of a lookup
     (a fill taking up 130k rows asks for all their vectors, for seconds): the lookup is
     held inside its SQLite query, on purpose, until ``stats`` has answered."""
-    import threading
-
-    import numpy as np
-
-    from tests.conftest import scaled
-
     cache = EmbeddingCache(tmp_path / "cache.sqlite", max_entries=10_000)
     vecs = {f"h{i}": np.full(4, i + 1, dtype=np.float32) for i in range(1_000)}
     cache.put_many("m", vecs)  # type: ignore[arg-type]
