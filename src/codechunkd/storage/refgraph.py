@@ -94,17 +94,16 @@ class Use:
 
 SKELETON: Final = (DEFINITION, "import", "inherit")
 """The rows that resolve a use: every one of them is read for any question."""
-_ROW_LISTS: Final = tuple(  # the graph's list of each column
-    zip(
-        ("_src", "_path", "_lang", "_chunk", "_csym", "_kind", "_name", "_qual", "_mod", "_line"),
-        COLUMNS,
-        strict=True,
-    )
-)
+_ATTRS: Final = "_src _path _lang _chunk _csym _kind _name _qual _mod _line".split()  # noqa: SIM905
+"""The graph's list of each of :data:`COLUMNS`, in their order."""
 
 
-def _add(index: dict[_K, list[int]], key: _K, i: int) -> None:
-    index[key] = [*index.get(key, ()), i]
+def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, list[int]]:
+    """``index`` and the rows ``added``, in a new dict: its lists stay (others share them)."""
+    out = dict(index)
+    for key, rows in added.items():
+        out[key] = [*index.get(key, ()), *rows]
+    return out
 
 
 def _short(name: str) -> str:
@@ -198,12 +197,11 @@ class RefGraph:
         self._paths = ModulePaths(files)
 
     def with_uses(self, columns: dict[str, list[object]]) -> RefGraph:
-        """This graph and the use rows ``columns`` (no definition, import or base): the
-        uses a question is about, resolved against every definition and import
-        (storage/refquery.py).  This graph stays as it was, and shares what those rows
-        cannot change: definitions, imports, modules' files and walks through them."""
+        """This graph and the use rows ``columns`` (no definition, import or base) that a
+        question is about (storage/refquery.py).  This graph stays as it was, and shares
+        what those rows cannot change: definitions, imports, modules, walks through them."""
         g = copy.copy(self)
-        for attr, column in _ROW_LISTS:
+        for attr, column in zip(_ATTRS, COLUMNS, strict=True):
             setattr(g, attr, getattr(self, attr) + columns[column])
         g._n = len(g._name)
         new = range(self._n, g._n)
@@ -213,17 +211,21 @@ class RefGraph:
             for q in (g._csym[i] for i in new)
         ]
         g._memo, g.derived = {}, {}  # rows past this graph's own are another question's
-        g.uses_by_name, g.uses_by_owner = dict(self.uses_by_name), dict(self.uses_by_owner)
-        g._binds = dict(self._binds)
+        by_name: dict[str, list[int]] = defaultdict(list)
+        by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         for i in new:
             kind = g._kind[i]
             if kind in SKELETON:
                 raise ValueError(f"a {kind} row is not a use a question adds")
             key = (g._src[i], g._path[i])
-            _add(g.uses_by_name, g._name[i], i)  # a new list: this graph's lists are shared
-            _add(g.uses_by_owner, (*key, g._csym[i]), i)
+            by_name[g._name[i]].append(i)
+            by_owner[(*key, g._csym[i])].append(i)
             if kind == "binds":
-                _add(g._binds, (*key, g._csym[i], g._qual[i]), i)
+                binds[(*key, g._csym[i], g._qual[i])].append(i)
+        g.uses_by_name = _joined(self.uses_by_name, by_name)
+        g.uses_by_owner = _joined(self.uses_by_owner, by_owner)
+        g._binds = _joined(self._binds, binds)
         return g
 
     # -- rows as values ---------------------------------------------------
@@ -457,9 +459,8 @@ class RefGraph:
         return []
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
-        """A bare name in a Go or Java package: the functions and types of ``name`` (not
-        a Go method) in the folder of ``path``.  The definitions are filed by folder once
-        (in place: a graph ``with_uses`` made shares them); the lists are shared."""
+        """A bare name in a Go or Java package: the functions and types (not Go methods)
+        of ``name`` in the folder of ``path``, filed by folder once and shared."""
         if not self._package_defs and self.defs_by_name:
             by_folder: dict[tuple[str, str, str], list[int]] = defaultdict(list)
             for defs in self.defs_by_name.values():

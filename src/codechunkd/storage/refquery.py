@@ -92,7 +92,8 @@ class ReferenceQueries:
             if skeleton is None or skeleton.version != snap.version:
                 rows = pylists(snap.scan(COLUMNS, in_list("kind", SKELETON)))
                 skeleton = self._skeleton = RefGraph(snap.version, rows, files=snap.files())
-        names = {n for n in names for n in (n, *skeleton.aliases(n))}  # import x as y
+        names = set(names)
+        names |= {alias for n in names for alias in skeleton.aliases(n)}  # import x as y
         paths = set(paths)
         asked = [in_list(c, v) for c, v in (("name", names), ("path", paths)) if v]
         if not asked:
