@@ -26,6 +26,7 @@ import sysconfig
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 # as in bench/mcp.py: this folder first on sys.path would shadow the MCP SDK
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -40,10 +41,32 @@ EXE = str(Path(sys.executable).parent / "codechunkd")
 DIM = 384
 
 
-def build(index: Path, lib: Path) -> int:
-    """Chunk every stdlib module into ``index``; returns the chunk rows."""
+def indexed_file(rel: str, data: bytes, rng: np.random.Generator, dim: int = DIM) -> Any:
+    """The file ``rel`` chunked as the indexer chunks it, each chunk with a random unit
+    vector of ``dim`` (an ``IndexedFile`` for ``IndexStore.write_batch``)."""
     from codechunkd.chunking.chunker import chunk
     from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
+
+    chunks = chunk(rel, data)
+    vecs = rng.standard_normal((len(chunks), dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ready = tuple(
+        EmbeddedChunk(
+            chunk=c,
+            vector=v,
+            embed_hash=c.content_hash,
+            embedded_tokens=c.token_count,
+            summary="",
+            summary_source="extractive",
+            summary_of=c.content_hash,
+        )
+        for c, v in zip(chunks, vecs, strict=True)
+    )
+    return IndexedFile(path=rel, blob="0" * 40, language="python", dirty=False, chunks=ready)
+
+
+def build(index: Path, lib: Path) -> int:
+    """Chunk every stdlib module into ``index``; returns the chunk rows."""
     from codechunkd.storage.store import IndexStore
 
     store = IndexStore(str(index))
@@ -52,35 +75,20 @@ def build(index: Path, lib: Path) -> int:
     head = SimpleNamespace(branch="main", commit=None)
     rng = np.random.default_rng(31)
     paths = [p for p in sorted(lib.rglob("*.py")) if "site-packages" not in p.parts]
-    batch: list[IndexedFile] = []
+    batch: list[Any] = []
     total = 0
-    for n, path in enumerate(paths, 1):
+    for path in paths:
         rel = path.relative_to(lib).as_posix()
         try:
-            chunks = chunk(rel, path.read_bytes())
+            batch.append(indexed_file(rel, path.read_bytes(), rng))
         except Exception:  # noqa: S112 - a bench: a file that fails is left out
             continue
-        vecs = rng.standard_normal((len(chunks), DIM)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        ready = tuple(
-            EmbeddedChunk(
-                chunk=c,
-                vector=v,
-                embed_hash=c.content_hash,
-                embedded_tokens=c.token_count,
-                summary="",
-                summary_source="extractive",
-                summary_of=c.content_hash,
-            )
-            for c, v in zip(chunks, vecs, strict=True)
-        )
-        batch.append(
-            IndexedFile(path=rel, blob="0" * 40, language="python", dirty=False, chunks=ready)
-        )
-        total += len(chunks)
-        if len(batch) >= 200 or n == len(paths):
+        total += len(batch[-1].chunks)
+        if len(batch) >= 200:
             store.write_batch(source, head, batch, [], model_id="bench-random", new=True)  # type: ignore[arg-type]
             batch = []
+    if batch:
+        store.write_batch(source, head, batch, [], model_id="bench-random", new=True)  # type: ignore[arg-type]
     return total
 
 

@@ -10,41 +10,44 @@ about references reads them.
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import sys
 import sysconfig
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
 
-from codechunkd.chunking.chunker import chunk
 from codechunkd.storage.reader import open_index
 from codechunkd.storage.refquery import ReferenceQueries
-from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
+from codechunkd.storage.rows import IndexedFile
 from codechunkd.storage.store import IndexStore
 
+BENCH = Path(__file__).parents[2] / "bench"
 DIM = 8
+
+
+def _bench() -> ModuleType:
+    """``bench/refs_query.py``, which writes such an index (its ``indexed_file``)."""
+    spec = importlib.util.spec_from_file_location("bench_refs_query", BENCH / "refs_query.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path  # as the bench left it: bench/mcp.py must not shadow the SDK
+    return module
+
+
+REFS_BENCH = _bench()
 PACKAGES = ("json", "email", "http", "logging", "concurrent", "xmlrpc", "wsgiref", "asyncio")
 
 
 def _file(rel: str, data: bytes, rng: np.random.Generator) -> IndexedFile:
-    chunks = chunk(rel, data)
-    vecs = rng.standard_normal((len(chunks), DIM)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    ready = tuple(
-        EmbeddedChunk(
-            chunk=c,
-            vector=v,
-            embed_hash=c.content_hash,
-            embedded_tokens=c.token_count,
-            summary="",
-            summary_source="extractive",
-            summary_of=c.content_hash,
-        )
-        for c, v in zip(chunks, vecs, strict=True)
-    )
-    return IndexedFile(path=rel, blob="0" * 40, language="python", dirty=False, chunks=ready)
+    return REFS_BENCH.indexed_file(rel, data, rng, DIM)  # type: ignore[no-any-return]
 
 
 def _write(store: IndexStore, files: list[IndexedFile]) -> None:
