@@ -5,10 +5,10 @@ Owns building the indexes (``ensure_fts`` with :data:`FTS_CONFIG`, ``build_vecto
 ``ensure_embed_hash_index``, ``ensure_reference_indexes``), keeping the full-text index
 current after each write (``index_text``: tiered merging of its deltas), what they do not
 cover yet (``unindexed``, ``unfolded``), and ``fold`` (compaction, index deltas, old
-versions dropped).  Writer
-only, between writes (LanceDB's ``optimize`` fails beside a concurrent write).  It must
-not add, replace or delete rows (``storage/writes.py``, ``storage/fragments.py``); the
-``crashpoint`` names here are the boundaries tests/pipeline/test_crash.py kills at.
+versions dropped).  Writer only, between writes (LanceDB's ``optimize`` fails beside a
+concurrent write).  It must not add, replace or delete rows (``storage/writes.py``,
+``storage/fragments.py``); the ``crashpoint`` names here are the boundaries
+tests/pipeline/test_crash.py kills at.
 """
 
 from __future__ import annotations
