@@ -74,7 +74,7 @@ def test_huge_import_paths_are_skipped_not_copied_into_every_name(
     _indexed(repo, index_dir)
     size = sum(p.stat().st_size for p in repo.path.rglob("*") if ".git" not in p.parts)
     index = open_index(settings=load_settings(overrides={"index.dir": str(index_dir)}))
-    _, rows = index.refs.store.scan_references(["module"])
+    rows = index.refs.store.references_snapshot().scan(["module"])  # type: ignore[union-attr]
     assert sum(len(m) for m in rows.column("module").to_pylist()) < size
     assert [d.symbol for d in index.refs.definitions("keep")] == ["keep"]
     done = _run("map", "--json", index=index_dir)

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from codechunkd.errors import IndexDamaged, ModelMismatch, SchemaMismatch, StoreError
 from codechunkd.storage import schema as S
@@ -63,8 +62,6 @@ class ChunkReader(Protocol):
     ) -> list[dict[str, Any]]: ...
     def states(self) -> list[SourceState]: ...
     def count_chunks(self, where: str | None = None) -> int: ...
-    def references_version(self) -> int: ...
-    def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]: ...
     def references_snapshot(self) -> RefSnapshot | None: ...
 
 
@@ -219,19 +216,6 @@ class LanceReader:
         )
         rows: list[dict[str, Any]] = table.to_pylist()
         return rows
-
-    @translating("reading the table version")
-    def references_version(self) -> int:
-        ds = self._dataset(S.REFERENCES)
-        return 0 if ds is None else int(ds.version)
-
-    @translating("reading references")
-    def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]:
-        """(table version, the columns of every ``references`` row); (0, empty) without one."""
-        ds = self._dataset(S.REFERENCES)
-        if ds is None:
-            return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
-        return int(ds.version), ds.to_table(columns=list(columns))
 
     @translating("reading references")
     def references_snapshot(self) -> RefSnapshot | None:

@@ -80,25 +80,12 @@ class Reads(Tables):
         tbl = self._table(S.CHUNKS)
         return 0 if tbl is None else int(tbl.count_rows(where))
 
-    @translating("reading a table")
-    def scan_references(self, columns: Sequence[str]) -> tuple[int, pa.Table]:
-        """(table version, the columns of every ``references`` row); (0, empty) without one."""
-        tbl = self._table(S.REFERENCES)
-        if tbl is None:
-            return 0, S.REFERENCES_SCHEMA.empty_table().select(list(columns))
-        return int(tbl.version), _scan_all(tbl, None, columns)
-
     @translating("reading references")
     def references_snapshot(self) -> RefSnapshot | None:
         """The ``references`` table at its latest version, for reads in parts; None
         without one."""
         tbl = self._table(S.REFERENCES)
         return None if tbl is None else RefSnapshot(tbl.to_lance(), self.uri)
-
-    @translating("reading the table version")
-    def references_version(self) -> int:
-        tbl = self._table(S.REFERENCES)
-        return 0 if tbl is None else int(tbl.version)
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:

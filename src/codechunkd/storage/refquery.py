@@ -17,7 +17,7 @@ import pyarrow as pa
 from codechunkd.storage.lance_reader import ChunkReader
 from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use, _short
-from codechunkd.storage.refscan import pylists
+from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
 
@@ -51,6 +51,11 @@ class Caller:
         }
 
 
+def _empty() -> RefGraph:
+    """The graph of an index without a ``references`` table (nothing written yet)."""
+    return RefGraph(0, {c: [] for c in COLUMNS})
+
+
 class ReferenceQueries:
     """The reference questions over one index; safe to share between threads.
 
@@ -70,29 +75,40 @@ class ReferenceQueries:
         self._lock = threading.Lock()
 
     def graph(self) -> RefGraph:
-        """The graph of the latest table version (rebuilt when a writer has committed)."""
-        version = self.store.references_version()
-        with self._lock:
-            g = self._graph
-            if g is None or g.version != version:
-                version, table = self.store.scan_references(COLUMNS)
-                g = self._graph = RefGraph(version, pylists(table))
-            return g
-
-    def _about(self, names: Iterable[str] = (), paths: Iterable[str] = ()) -> RefGraph:
-        """A graph that answers questions about the uses of ``names`` and what the
-        definitions in ``paths`` use: the skeleton and those rows, at one version."""
+        """The whole graph of the latest table version (rebuilt when a writer has committed):
+        what the repository map ranks."""
         snap = self.store.references_snapshot()
         if snap is None:
-            return RefGraph(0, {c: [] for c in COLUMNS})
+            return _empty()
         with self._lock:
-            full, skeleton = self._graph, self._skeleton
-            if full is not None and full.version == snap.version:
-                return full
-            if skeleton is None or skeleton.version != snap.version:
+            if self._graph is None or self._graph.version != snap.version:
+                self._graph = RefGraph(snap.version, pylists(snap.scan(COLUMNS)))
+            return self._graph
+
+    def _kept(self, snap: RefSnapshot) -> tuple[RefGraph, bool]:
+        """The whole graph when it is kept at ``snap``'s version (True), else the skeleton
+        of that version, read once (False)."""
+        with self._lock:
+            if self._graph is not None and self._graph.version == snap.version:
+                return self._graph, True
+            if self._skeleton is None or self._skeleton.version != snap.version:
                 rows = pylists(snap.scan(COLUMNS, in_list("kind", SKELETON)))
-                skeleton = self._skeleton = RefGraph(snap.version, rows, files=snap.files())
-        names = set(names)
+                self._skeleton = RefGraph(snap.version, rows, files=snap.files())
+            return self._skeleton, False
+
+    def _about(self, symbols: Iterable[str] = (), paths: Iterable[str] = ()) -> RefGraph:
+        """A graph that answers questions about the uses of the definitions of ``symbols``
+        and what the definitions in ``paths`` use: the skeleton and those rows, read at
+        one version."""
+        snap = self.store.references_snapshot()
+        if snap is None:
+            return _empty()
+        skeleton, whole = self._kept(snap)
+        if whole:
+            return skeleton
+        symbols = list(symbols)
+        names = {_short(s) for s in symbols}
+        names |= {_short(d.symbol) for s in symbols for d in skeleton.definitions(s)}
         names |= {alias for n in names for alias in skeleton.aliases(n)}  # import x as y
         paths = set(paths)
         asked = [in_list(c, v) for c, v in (("name", names), ("path", paths)) if v]
@@ -107,13 +123,6 @@ class ReferenceQueries:
             uses = pa.concat_tables([uses, snap.scan(COLUMNS, binds)])
         return skeleton.with_uses(pylists(uses))
 
-    def _for_uses(self, symbols: Sequence[str]) -> RefGraph:
-        """A graph that finds the uses of the definitions of ``symbols``."""
-        skeleton = self._about()
-        names = {_short(s) for s in symbols}
-        names |= {_short(d.symbol) for s in symbols for d in skeleton.definitions(s)}
-        return self._about(names)
-
     def _sources(self, repo: str | None) -> set[str] | None:
         if repo is None:
             return None
@@ -127,7 +136,7 @@ class ReferenceQueries:
         version; else a graph of those definitions alone (``codechunkd defs``, once)."""
         snap = self.store.references_snapshot()
         if snap is None:
-            return RefGraph(0, {c: [] for c in COLUMNS})
+            return _empty()
         with self._lock:
             for g in (self._graph, self._skeleton):
                 if g is not None and g.version == snap.version:
@@ -139,7 +148,7 @@ class ReferenceQueries:
         self, symbol: str, *, repo: str | None = None, kinds: Sequence[str] | None = None
     ) -> list[Use]:
         """Every use that resolves to a definition of ``symbol``, best resolutions first."""
-        g = self._for_uses([symbol])
+        g = self._about([symbol])
         targets = g.definitions(symbol, self._sources(repo))
         return g.uses_of(targets, set(kinds) if kinds else None)
 
@@ -169,7 +178,7 @@ class ReferenceQueries:
         chunk once (a recursive call is no caller).  One graph for all of them."""
         if not any(symbol for symbol, _ in hits):
             return [[] for _ in hits]
-        g = self._for_uses([symbol for symbol, _ in hits if symbol])
+        g = self._about([symbol for symbol, _ in hits if symbol])
         out: list[list[Caller]] = []
         for symbol, ids in hits:
             wanted = set(ids)
