@@ -124,13 +124,19 @@ def test_twenty_clients_searching_during_a_cold_index_are_all_answered(
     repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
 ) -> None:
     """20 clients search in a loop through the socket while the daemon indexes: every
-    request is answered (no "no daemon", no error), and some while the index was partial."""
+    request is answered (no "no daemon", no error), and some while the first index ran."""
     _stdlib_repo(repo, 12)
     d = Daemon(tmp_path, index_dir, repo.path)
     daemons.append(d)
     d.wait_notify("READY=1")
     _search_in_a_crowd(d)
     assert d.stop() == 0
+
+
+def _filling(coverage: dict[str, Any]) -> bool:
+    """The answer came while the first index's vectors filled in: every file written (no
+    longer ``partial``), fewer vectors than chunks."""
+    return bool(coverage.get("vector_chunks", 0) < coverage.get("text_chunks", 0))
 
 
 def _search_in_a_crowd(d: Daemon) -> None:
@@ -149,7 +155,7 @@ def _search_in_a_crowd(d: Daemon) -> None:
             with lock:
                 if "hits" not in answer:
                     failures.append(str(answer))
-                elif answer.get("partial"):
+                elif answer.get("partial") or _filling(answer.get("coverage") or {}):
                     partial += 1
 
     threads = [threading.Thread(target=client) for _ in range(20)]

@@ -1,8 +1,8 @@
 """The first run as a new user sees it, with real processes on real stdlib code.
 
 A cold index of a few hundred real files takes minutes on two cores: the daemon
-must serve status and search (marked partial) long before that, and a killed
-`codechunkd index` must not lose the vectors it computed.
+must serve status and search (marked partial while its files are written) long before
+that, and a killed `codechunkd index` must not lose the vectors it computed.
 """
 
 from __future__ import annotations
@@ -57,11 +57,41 @@ def stdlib_repo(repo: Repo, files: int) -> list[str]:
     return names
 
 
-def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
+def test_a_search_while_the_files_are_written_is_partial(
     repo: Repo, tmp_path: Path, index_dir: Path
 ) -> None:
-    """READY=1, a status with advancing progress and a search marked partial, all while the
-    first index of 300 real files is still running."""
+    """While a first index writes its files, a search answers what is written and says so:
+    ``partial`` counts the files in the table against the sync's. The instant is held (the
+    first batch written, the sync stopped there), not raced: 300 files are written in a few
+    seconds on a fast machine."""
+    stdlib_repo(repo, 300)
+    trace = tmp_path / "points.trace"
+    held = {HOLD_ENV: "write_batch.after:1", TRACE_ENV: str(trace)}
+    d = Daemon(tmp_path, index_dir, repo.path, env=held, shutdown_timeout_s="0.5")
+    try:
+        d.wait_notify("READY=1", timeout=READY_S)
+        wait_for(
+            lambda: trace.exists() and "write_batch.after" in trace.read_text(),
+            "the first batch written, the sync held there",
+            timeout=60,
+        )
+        answer = d.call({"cmd": "search", "query": "parse the arguments", "k": 5}, timeout=30)
+        partial = answer["partial"]
+        assert "hits" in answer and partial is not None, answer
+        assert 0 < partial["files_done"] < partial["files_total"] == 300, partial
+        found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
+        assert found.returncode == 0, found.stderr
+        assert found.stdout.startswith(f"partial: {partial['files_done']}/300 files"), found.stdout
+    finally:
+        d.kill()
+
+
+def test_daemon_serves_status_and_search_while_a_cold_index_runs(
+    repo: Repo, tmp_path: Path, index_dir: Path
+) -> None:
+    """READY=1, a status with advancing progress and a search answered, all while the first
+    index of 300 real files is still running; once every file is written and only vectors
+    fill in, the search is no longer called partial, and says how many vectors it has."""
     stdlib_repo(repo, 300)
     started = time.monotonic()
     d = Daemon(tmp_path, index_dir, repo.path, shutdown_timeout_s="0.5")
@@ -71,7 +101,7 @@ def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
         assert time.monotonic() - started < scaled(READY_S + 2)
         assert doc["daemon"]["state"] == "indexing"
         answer = d.call({"cmd": "search", "query": "parse the arguments", "k": 5}, timeout=30)
-        assert "hits" in answer and answer["partial"] is not None, answer
+        assert "hits" in answer and "partial" in answer, answer
 
         def progress() -> dict[str, Any] | None:
             p: dict[str, Any] | None = d.status()["sources"][0]["progress"]
@@ -92,8 +122,11 @@ def test_daemon_serves_status_and_partial_search_while_a_cold_index_runs(
         text = cli("status", "--index-dir", str(index_dir))
         assert "[indexing]" in text.stdout and "interrupted" not in text.stdout, text.stdout
         assert "/300 files" in text.stdout and "ETA" in text.stdout
+        filling = d.call({"cmd": "search", "query": "parse the arguments", "k": 5}, timeout=30)
+        assert filling["partial"] is None, filling
         found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
-        assert found.returncode == 0 and found.stdout.startswith("partial: "), found.stdout
+        assert found.returncode == 0, found.stderr
+        assert "partial" not in found.stdout and "coverage: text " in found.stdout, found.stdout
         d.wait_notify("vectors", timeout=30)  # STATUS= carries the progress and coverage
     finally:
         d.kill()

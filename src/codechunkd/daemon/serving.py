@@ -12,24 +12,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codechunkd.daemon.answer import answer_search
 from codechunkd.daemon.runtime import Daemon
 from codechunkd.daemon.snapshot import model_loading_s
 from codechunkd.storage.coverage import table_counts
 
+if TYPE_CHECKING:
+    from codechunkd.pipeline.progress import SyncProgress
+
 
 def partial(service: Daemon, repo: str | None = None) -> dict[str, Any] | None:
     """How much of a first (or interrupted) index is written, while one is running.
 
-    None when every source (of ``repo``) is whole: synced by this daemon, or left
-    complete (not pending) by a previous run.
+    None when every source (of ``repo``) is whole: synced by this daemon, left complete
+    (not pending) by a previous run, or every file written and only vectors filling in
+    (the answer's ``coverage`` says how many).
     """
     running = [
         rt
         for rt in list(service.sources.values())
-        if not rt.synced and rt.indexed is None and (repo is None or rt.git.source.repo == repo)
+        if not rt.synced
+        and rt.indexed is None
+        and (repo is None or rt.git.source.repo == repo)
+        and not _filling(rt.progress)
     ]
     if not running:
         return None
@@ -41,6 +48,12 @@ def partial(service: Daemon, repo: str | None = None) -> dict[str, Any] | None:
         "chunks": sum(c.get("chunks", 0) for c in counts),
         "sources": [rt.git.source.repo for rt in running],
     }
+
+
+def _filling(progress: SyncProgress | None) -> bool:
+    """Every file of the sync is written and its vectors are filling in: a search misses no
+    file, though it ranks the chunks without a vector by their full text alone."""
+    return progress is not None and progress.activity == "filling vectors"
 
 
 def search(service: Daemon, doc: Mapping[str, Any]) -> dict[str, Any]:
