@@ -55,3 +55,41 @@ def test_defs_refs_and_map_answer_from_the_references_table(
     assert entries[0]["path"] == "lib/core.py"
     assert [x["signature"] for x in entries[0]["definitions"]] == ["def parse(x)"]
     assert _run("map", *where, "--budget", "0").returncode == 2
+
+
+@pytest.mark.slow
+def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A C++ library's real header (Arrow's ``status.h``, as pyarrow installs it): the
+    ``.h`` file is read as C++, and ``class ARROW_EXPORT [[nodiscard]] Status : …`` is the
+    class ``Status`` with its methods, not a function of that name."""
+    import pyarrow
+
+    source = (Path(pyarrow.get_include()) / "arrow" / "status.h").read_bytes()
+    assert b"class ARROW_EXPORT [[nodiscard]] Status" in source
+    (repo.path / "include" / "arrow").mkdir(parents=True)
+    (repo.path / "include" / "arrow" / "status.h").write_bytes(source)
+    repo.commit("arrow's status.h")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    cols = ["symbol", "kind", "language", "content"]
+    rows = ix.store.chunks_table().search().select(cols).limit(None).to_arrow().to_pylist()
+    ix.close()
+    [cls] = [r for r in rows if r["symbol"] == "arrow::Status" and r["kind"] == "class"]
+    assert cls["language"] == "cpp"
+    assert "ARROW_EXPORT" in cls["content"]  # the text as written
+    assert {r["kind"] for r in rows if r["symbol"] == "arrow::Status::ok"} == {"method"}
+    where = ("--index-dir", str(index_dir))
+    done = _run("defs", "Status", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    # the class first (from its doc comment), then its constructors, in and out of it
+    assert found[0]["path"] == "include/arrow/status.h", found
+    assert found[0]["symbol"] == "arrow::Status", found
+    assert {d["symbol"] for d in found[1:]} == {"arrow::Status::Status"}, found
+    done = _run("defs", "Status.ok", *where, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)[0]["symbol"].endswith("ok"), done.stdout

@@ -69,6 +69,30 @@ def test_detect_by_shebang(head: bytes, expected: str) -> None:
     assert expected == detect_language("bin/tool", head)
 
 
+LICENCE = b"/*\n" + b" * Licensed under the Apache License, Version 2.0.\n" * 80 + b" */\n"
+"""A licence comment longer than the 256 bytes a shebang is looked for in."""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"#pragma once\n#include <stdint.h>\nstruct point { int x; };\nint add(int, int);\n", "c"),
+        (b"", "c"),
+        (LICENCE + b"#pragma once\nnamespace arrow {\nclass Status;\n}\n", "cpp"),
+        (b"#include <vector>\nint total(const int* v);\n", "cpp"),
+        (b"template <typename T>\nT clamp(T v, T lo, T hi);\n", "cpp"),
+        (b"class Buffer {\n public:\n  int size() const;\n};\n", "cpp"),
+        (b"int f(void);\nstd::size_t g(void);\n", "cpp"),
+        (b"#import <Foundation/Foundation.h>\n@interface Foo : NSObject\n@end\n", "objc"),
+    ],
+)
+def test_a_header_is_c_cpp_or_objc_by_its_content(content: bytes, expected: str) -> None:
+    """A ``.h`` file is C unless a line only C++ (or Objective-C) can hold says otherwise,
+    anywhere in its first 64 KiB: the C grammar reads a namespace as a function spanning
+    the file and a class as a declaration."""
+    assert detect_language("include/x.h", content) == expected
+
+
 def test_configured_extensions_win() -> None:
     """``extensions`` maps extra extensions (with a dot) and exact file names."""
     mapping = {".tpl": "html", "Jenkinsfile": "groovy", ".py": "text"}

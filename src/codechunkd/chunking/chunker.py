@@ -60,6 +60,7 @@ from codechunkd.chunking import _guard
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
+from codechunkd.chunking.macros import blank_export_macros
 from codechunkd.chunking.references import Ref, extract
 from codechunkd.chunking.rules import MAX_NAME, Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
@@ -77,7 +78,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 6: Rust: calls in macros' tokens, types named in paths (``Kind::Bell``), ``use m::{self}``.
 #: 7: Java and Rust variables get their class (``binds``); Java class names as qualifiers.
 #: 8: JS/TS re-exports (``export * from``, ``export {a} from``) are import rows.
-CHUNKER_VERSION = 8
+#: 9: C++ ``.h`` files are C++, and ``class TORCH_API Tensor {`` is the class ``Tensor``.
+CHUNKER_VERSION = 9
 
 
 def content_hash(text: str) -> ContentHash:
@@ -194,7 +196,7 @@ def chunk(
 ) -> list[Chunk]:
     """Chunks of one file, in file order (synthetic chunks before their children)."""
     settings = settings if settings is not None else ChunkingSettings()
-    lang = language or detect_language(path, source[:256], settings.extensions)
+    lang = language or detect_language(path, source, settings.extensions)
     if not source.strip(_WS):
         return []
     budget = max(1, settings.budget)
@@ -257,7 +259,7 @@ def _parse_guarded(path: str, language: str, source: bytes) -> Tree | None:
     if reason is None and _guard.risky(language, source):
         reason = _guard.survives(language, source, seconds)
     if reason is None:
-        tree = _guard.parse(_parser(language), source, seconds)
+        tree = _guard.parse(_parser(language), blank_export_macros(language, source), seconds)
         if tree is not None:
             return tree
         reason = f"the parse ran past {seconds:.0f} s"

@@ -119,6 +119,40 @@ _INTERPRETERS: dict[str, str] = {
 _VERSION_SUFFIX = re.compile(r"[\d.]+$")
 
 
+HEADER_SNIFF = 65536
+"""The bytes of a ``.h`` file read to tell C++ and Objective-C from C."""
+# GitHub Linguist's heuristics for ``.h`` (its ``heuristics.yml``), which these follow: a
+# line that only C++ (or Objective-C) can hold. C parses C++ badly (a namespace becomes a
+# function spanning the file, a class a declaration); C++ parses C well.
+_OBJC_HEADER = re.compile(
+    rb"^[ \t]*(?:@(?:interface|class|protocol|property|end|implementation)\b"
+    rb"|#import[ \t]+.+\.h[\">])",
+    re.MULTILINE,
+)
+_CPP_HEADER = re.compile(
+    rb"^[ \t]*(?:"
+    rb"#[ \t]*include[ \t]*<(?:cstd\w+|c(?:assert|errno|limits|math|stddef|stdio|stdlib|string)"
+    rb"|string|vector|map|set|list|array|memory|utility|functional|tuple|optional|variant"
+    rb"|algorithm|atomic|mutex|thread|bitset|queue|stack|deque|unordered_map|unordered_set"
+    rb"|type_traits|iosfwd|(?:i|o|io|s|f)stream|sstream|ostream|istream|limits|new|chrono)>"
+    rb"|template[ \t]*<"
+    rb"|(?:try|constexpr)\b"
+    rb"|catch[ \t]*\("
+    rb"|(?:class|(?:using[ \t]+)?namespace)[ \t]+\w+"
+    rb"|(?:private|public|protected)[ \t]*:[ \t]*$"
+    rb")|\bstd::\w+",
+    re.MULTILINE,
+)
+
+
+def _header_language(content: bytes) -> str:
+    """``objc``, ``cpp`` or ``c`` for a ``.h`` file, from its first bytes."""
+    head = content[:HEADER_SNIFF]
+    if _OBJC_HEADER.search(head):
+        return "objc"
+    return "cpp" if _CPP_HEADER.search(head) else "c"
+
+
 def _from_shebang(head: bytes) -> str | None:
     m = _SHEBANG.match(head.lstrip(b"\xef\xbb\xbf"))
     if m is None:
@@ -130,7 +164,9 @@ def _from_shebang(head: bytes) -> str | None:
 def detect_language(
     path: str, head: bytes = b"", extensions: Mapping[str, str] | None = None
 ) -> str:
-    """Language of a file from its name, extension and first bytes (``text`` when unknown).
+    """Language of a file from its name, extension and first bytes (``text`` when unknown):
+    ``head`` is the file's content or its start (a shebang is looked for in 256 bytes, C++
+    or Objective-C in a ``.h`` file's first ``HEADER_SNIFF``).
 
     ``extensions`` maps extra names: a key with a leading dot (``".tpl"``) is an
     extension, any other key (``"Jenkinsfile"``) an exact file name.  It wins
@@ -157,6 +193,8 @@ def detect_language(
     if lower.startswith("makefile."):
         return "make"
     if suffixes:
+        if suffixes[-1] == "h":
+            return _header_language(head)
         lang = _EXTENSIONS.get(suffixes[-1])
         if lang is not None:
             return lang

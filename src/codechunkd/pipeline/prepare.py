@@ -59,7 +59,7 @@ def prepare_bytes(
     build_output = generated(path, data) if settings.files.skip_generated else None
     if build_output:
         return Prepared(version=version, skip_reason=build_output)
-    language = detect_language(path, data[:256], settings.chunking.extensions)
+    language = detect_language(path, data, settings.chunking.extensions)
     try:
         chunks = chunk(path, data, settings.chunking, language=language, count_tokens=count_tokens)
     except Exception as exc:  # noqa: BLE001 - one bad file is a counted skip, not a crash

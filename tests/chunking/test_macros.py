@@ -1,0 +1,71 @@
+"""Export macros in C++ class heads are blanked before parsing, and nothing else is."""
+
+from __future__ import annotations
+
+import pytest
+
+from codechunkd.chunking.chunker import chunk
+from codechunkd.chunking.macros import blank_export_macros
+
+
+@pytest.mark.parametrize(
+    ("source", "blanked"),
+    [
+        (
+            b"class TORCH_API Tensor : public TensorBase {};",
+            b"class           Tensor : public TensorBase {};",
+        ),
+        (b"struct C10_API Storage final {};", b"struct         Storage final {};"),
+        (
+            b"class PROTOBUF_EXPORT PROTOBUF_ALIGNAS(8) Arena {};",
+            b"class                                     Arena {};",
+        ),
+        (
+            b"class ARROW_EXPORT [[nodiscard]] Status : X {};",
+            b"class              [[nodiscard]] Status : X {};",
+        ),
+        (
+            b"template <> struct TORCH_API hash<Key> {};",
+            b"template <> struct           hash<Key> {};",
+        ),
+    ],
+)
+def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes) -> None:
+    """Every byte keeps its offset; the macro words (and their arguments) turn to spaces,
+    attributes and the class's own name stay."""
+    assert blank_export_macros("cpp", source) == blanked
+
+
+@pytest.mark.parametrize(
+    ("language", "source"),
+    [
+        ("cpp", b"class TORCH_API Forward;\n"),  # a declaration: no body to tell it by
+        ("cpp", b"struct STAT st;\n"),  # C's ``struct TAG variable``
+        ("cpp", b"class Plain : public Base {};\nclass A::B {};\n"),
+        ("cpp", b"class AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA ;"),
+        ("c", b"struct DNNL_API dnnl_memory { int x; };\n"),
+        ("python", b"class API Foo: pass\n"),
+    ],
+)
+def test_what_no_macro_marks_is_left_as_it_is(language: str, source: bytes) -> None:
+    """Forward declarations, a C variable of a struct type, unmarked classes, other
+    languages: the same bytes (the same object, nothing copied)."""
+    assert blank_export_macros(language, source) is source
+
+
+def test_a_marked_class_is_chunked_as_a_class_with_its_methods() -> None:
+    """``class TORCH_API Foo : public Bar {…}`` is the class ``torch::jit::Foo`` and its
+    methods, its text as written; the grammar alone read it as a function named ``Foo``."""
+    source = (
+        b"namespace torch {\nnamespace jit {\n\n"
+        b"class TORCH_API Foo : public Bar {\n public:\n"
+        b"  explicit Foo(int x) : x_(x) {}\n"
+        b"  int get() const {\n    return x_;\n  }\n\n private:\n  int x_;\n};\n\n"
+        b"}  // namespace jit\n}  // namespace torch\n"
+    )
+    chunks = chunk("include/foo.hpp", source)
+    kinds = {(c.kind, c.symbol) for c in chunks}
+    assert ("class", "torch::jit::Foo") in kinds
+    assert {("method", "torch::jit::Foo::Foo"), ("method", "torch::jit::Foo::get")} <= kinds
+    [cls] = [c for c in chunks if c.kind == "class"]
+    assert cls.content.startswith("class TORCH_API Foo : public Bar {")
