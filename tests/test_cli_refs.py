@@ -27,8 +27,9 @@ def test_defs_refs_and_map_answer_from_the_references_table(
     embedder,  # type: ignore[no-untyped-def]
 ) -> None:
     """defs finds the definition (its id a chunk id), refs --calls the callers with how
-    each resolved, a name in a hostile file name is escaped in text, the map ranks the
-    file everything refers to first and keeps to its budget; a bad budget is exit 2."""
+    each resolved, a name in a hostile file name is escaped in text, an empty answer is
+    said on stderr, the map ranks the file everything refers to first and keeps to its
+    budget; a bad budget is exit 2."""
     repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
     repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
     repo.write("b\x1b[31m.py", "from lib.core import parse\n\n\ndef two():\n    return parse(2)\n")
@@ -48,7 +49,13 @@ def test_defs_refs_and_map_answer_from_the_references_table(
     assert callers == {("one", "imported", d["id"]), ("two", "imported", d["id"])}
     text = _run("refs", "parse", *where)
     assert text.returncode == 0 and "\x1b" not in text.stdout and "\\x1b" in text.stdout
-    assert _run("defs", "nothing_named_so", *where).returncode == 1
+    missing = _run("defs", "nothing_named_so", *where)
+    assert missing.returncode == 1 and not missing.stdout
+    assert "no definition of 'nothing_named_so' in the index" in missing.stderr
+    missing = _run("refs", "unused", *where)
+    assert missing.returncode == 0 and not missing.stdout
+    assert "no uses of 'unused' in the index" in missing.stderr
+    assert _run("defs", "nothing_named_so", *where, "--json").stdout.strip() == "[]"
     done = _run("map", *where, "--budget", "60", "--json")
     assert done.returncode == 0, done.stderr
     entries = json.loads(done.stdout)

@@ -55,7 +55,20 @@ def cmd_defs(args: argparse.Namespace) -> int:
         definition_dicts(defs),
         [f"{d.path}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
     )
+    if not defs:
+        _none(args, "definition")
     return 0 if defs else 1
+
+
+def _none(args: argparse.Namespace, what: str) -> None:
+    """An empty answer said on stderr (stdout stays empty, ``[]`` with ``--json``):
+    ``no definition of 'Foo' in the index (…)``."""
+    if not args.json:
+        where = args.repo or "the index"
+        sys.stderr.write(
+            printable(f"no {what} of {args.name!r} in {where}")
+            + " (names are case-sensitive; a member is Class.method or ns::Class::method)\n"
+        )
 
 
 def cmd_refs(args: argparse.Namespace) -> int:
@@ -70,6 +83,8 @@ def cmd_refs(args: argparse.Namespace) -> int:
         )
     lines = [_use_line(u, target=args.callees) for u in uses]
     _print(args, reference_dicts(uses), lines)
+    if not uses:
+        _none(args, "callees" if args.callees else "uses")
     return 0
 
 
