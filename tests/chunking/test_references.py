@@ -150,6 +150,49 @@ def test_go_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "binds", "Client", "c")  # the receiver: c.do() resolves through Client
 
 
+GO_QUALIFIED = """package main
+
+import (
+	"bufio"
+	"net/http"
+	xhttp "net/http"
+)
+
+func serve(w *bufio.Writer, h http.Handler, s *state) {
+	mux := http.NewServeMux()
+	m2 := &http.ServeMux{}
+	m3 := xhttp.ServeMux{}
+	var m4 http.ServeMux
+	var m5 = http.NewServeMux()
+	b := new(bufio.Reader)
+	r := s.conn.NewReader()
+	mux.Handle("/", h)
+}
+"""
+
+
+def test_go_variables_of_a_package_type_bind_the_package(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """A Go variable whose type is named through a package (``w *bufio.Writer``, ``var m
+    http.ServeMux``, ``http.NewServeMux()``, ``&http.ServeMux{}``, ``new(bufio.Reader)``) gets
+    a ``binds`` row with that package, as written, in ``module``: ``mux.Handle`` then
+    resolves in it.  A constructor on anything but a name (``s.conn.NewReader()``) has none."""
+    refs = _refs("cmd/app/main.go", GO_QUALIFIED, count_tokens)
+    binds = {(r.qualifier, r.name, r.module) for r in refs if r.kind == "binds"}
+    assert binds >= {
+        ("w", "Writer", "bufio"),
+        ("h", "Handler", "http"),
+        ("mux", "ServeMux", "http"),
+        ("m2", "ServeMux", "http"),
+        ("m3", "ServeMux", "xhttp"),
+        ("m4", "ServeMux", "http"),
+        ("m5", "ServeMux", "http"),
+        ("b", "Reader", "bufio"),
+        ("r", "Reader", ""),
+        ("s", "state", ""),
+    }, binds
+    assert len(binds) == 10, binds
+
+
 def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """``use`` trees (lists, aliases, globs, ``{self}``), trait impls, path and method calls,
     macros and the calls in their tokens, types named in paths."""

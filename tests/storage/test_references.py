@@ -228,6 +228,96 @@ def test_go_receivers_and_parameters_type_a_call_and_a_guess_names_only_what_it_
     assert {d.path for d in index.definitions("Writer.Reset")} == {"pkg/w_reset.go", "other/w.go"}
 
 
+GO_HTTP = """package http
+
+type Handler interface{}
+
+type ServeMux struct{}
+
+func NewServeMux() *ServeMux { return &ServeMux{} }
+
+func (mux *ServeMux) Handle(pattern string, h Handler) {}
+
+type Server struct{}
+
+func (s *Server) Close() error { return nil }
+"""
+GO_HTTPTEST = """package httptest
+
+import "net/http"
+
+type Server struct{}
+
+func NewServer(h http.Handler) *Server { return &Server{} }
+
+func (s *Server) Close() {}
+"""
+GO_HTTP_TEST = """package http_test
+
+import "net/http/httptest"
+
+func TestServe() {
+\tts := httptest.NewServer(nil)
+\tts.Close()
+}
+"""
+GO_OTHER_MUX = "package other\n\ntype ServeMux struct{}\n\nfunc (m *ServeMux) Handle(p string) {}\n"
+GO_APP = """package main
+
+import (
+\t"net/http"
+\tweb "net/http"
+)
+
+func routes() {
+\tmux := http.NewServeMux()
+\tmux.Handle("/a", nil)
+}
+
+func literal() {
+\tmux := &http.ServeMux{}
+\tmux.Handle("/b", nil)
+}
+
+func declared(m *http.ServeMux) {
+\tvar v web.ServeMux
+\tv.Handle("/c", nil)
+\tm.Handle("/d", nil)
+}
+"""
+
+
+def test_go_variables_of_an_imported_packages_type_call_its_methods(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Two ``ServeMux.Handle`` (``net/http``'s and ``other``'s): a ``Handle`` call on a
+    variable made by ``http.NewServeMux()``, ``&http.ServeMux{}``, declared ``var v
+    web.ServeMux`` (an alias) or a parameter ``m *http.ServeMux`` is ``net/http``'s,
+    ``imported``; and ``ts := httptest.NewServer(…)`` in a test of ``net/http``'s folder
+    calls ``httptest``'s ``Server.Close``, not its own package's ``Server.Close``."""
+    repo.write("net/http/server.go", GO_HTTP)
+    repo.write("net/http/httptest/server.go", GO_HTTPTEST)
+    repo.write("net/http/serve_test.go", GO_HTTP_TEST)
+    repo.write("other/mux.go", GO_OTHER_MUX)
+    repo.write("myapp/main.go", GO_APP)
+    repo.commit("go")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    handles = {
+        (u.chunk_symbol, u.line, u.how, u.target.path)
+        for u in index.references("ServeMux.Handle")
+        if u.target and u.kind == "call"
+    }
+    assert handles == {
+        ("routes", 10, "imported", "net/http/server.go"),
+        ("literal", 15, "imported", "net/http/server.go"),
+        ("declared", 20, "imported", "net/http/server.go"),
+        ("declared", 21, "imported", "net/http/server.go"),
+    }, handles
+    closes = {(u.path, u.target.path) for u in index.references("Close") if u.target}
+    assert closes == {("net/http/serve_test.go", "net/http/httptest/server.go")}, closes
+
+
 RS_LIB = """pub mod ast;
 pub mod parse;
 pub mod util;

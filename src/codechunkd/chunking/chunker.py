@@ -79,7 +79,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 7: Java and Rust variables get their class (``binds``); Java class names as qualifiers.
 #: 8: JS/TS re-exports (``export * from``, ``export {a} from``) are import rows.
 #: 9: C++ ``.h`` files are C++, and ``class TORCH_API Tensor {`` is the class ``Tensor``.
-CHUNKER_VERSION = 9
+#: 10: Go variables of a package's type (``&http.ServeMux{}``) bind it with the package.
+CHUNKER_VERSION = 10
 
 
 def content_hash(text: str) -> ContentHash:

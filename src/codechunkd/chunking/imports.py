@@ -36,7 +36,8 @@ class Ref(NamedTuple):
     byte: int
     """Byte offset of the name (which chunk holds it)."""
     module: str = ""
-    """For an import: the module path as written (``.models``, ``./util``, ``net/http``)."""
+    """For an import: the module path as written (``.models``, ``./util``, ``net/http``); for
+    a Go ``binds``, the package its class is named through, as written (``http``)."""
 
 
 def _text(node: Node | None) -> str:

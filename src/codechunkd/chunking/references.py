@@ -18,8 +18,10 @@ whole module or namespace, ``module`` the module path as written), ``binds`` (a 
 given a class: in Python by an annotation or a constructor call, ``ctx: Context``,
 ``x = Foo()``; in TypeScript by an annotation or ``new``, ``s: Subscriber<T>``,
 ``const s = new Subject()``; in Go a method's receiver, a typed parameter or ``var``, a
-composite literal, ``func (b *Writer)``, ``w := &Writer{}``: ``name`` is the class,
-``qualifier`` the variable; so ``ctx.invoke()`` and ``b.Flush()`` resolve through it).
+composite literal, ``new`` or a ``NewT`` constructor, ``func (b *Writer)``,
+``w := &Writer{}``, ``m := http.NewServeMux()``: ``name`` is the class, ``qualifier`` the
+variable, ``module`` the package the class is named through as written (``http``), if any;
+so ``ctx.invoke()``, ``b.Flush()`` and ``m.Handle()`` resolve through it).
 """
 
 from __future__ import annotations
@@ -122,33 +124,37 @@ _TYPESCRIPT: Final = [
         "constructor: (identifier) @name))",
     ),
 ]
-_GO_TYPES: Final = (
+#: A type by its name, ``Writer``, or through a package the file imports, ``bufio.Writer``.
+_GO_NAMED: Final = (
     "(type_identifier) @name",
-    "(pointer_type (type_identifier) @name)",
-    "(generic_type type: (type_identifier) @name)",
-    "(pointer_type (generic_type type: (type_identifier) @name))",
+    "(qualified_type package: (package_identifier) @pkg name: (type_identifier) @name)",
+)
+#: The type of a composite literal or of ``new``: named, or generic, ``List[T]``.
+_GO_VALUES: Final = (*_GO_NAMED, *(f"(generic_type type: {t})" for t in _GO_NAMED))
+_GO_TYPES: Final = (*_GO_VALUES, *(f"(pointer_type {t})" for t in _GO_VALUES))
+_GO_FIRST: Final = "(short_var_declaration left: (expression_list . (identifier) @var) right: "
+_GO_NEW: Final = (  # ``NewWriter(…)``, ``bufio.NewReader(…)``: Go's constructors are ``NewT``
+    "(call_expression function: [(identifier) @name "
+    "(selector_expression operand: (_) @pkg field: (field_identifier) @name)])"
 )
 _GO: Final = [
-    *(  # ``func (b *Writer) …``, ``w Writer`` parameters, ``var b Builder``: the variable's type
+    *(  # ``func (b *Writer) …``, ``w *bufio.Writer`` parameters, ``var b Builder``: its type
         ("binds", f"({node} name: (identifier) @var type: {typ})")
         for node in ("parameter_declaration", "var_spec")
         for typ in _GO_TYPES
     ),
-    (  # ``w := NewWriter(…)``, ``r := bufio.NewReader(…)``: Go's constructors are ``NewT``
-        "binds_new",
-        "(short_var_declaration left: (expression_list . (identifier) @var) right: "
-        "(expression_list . (call_expression function: [(identifier) @name "
-        "(selector_expression field: (field_identifier) @name)])))",
+    *(  # ``w := NewWriter(…)``, ``var m = http.NewServeMux()``
+        ("binds_new", f"{first}(expression_list . {_GO_NEW}))")
+        for first in (_GO_FIRST, "(var_spec . name: (identifier) @var !type value: ")
     ),
-    *(  # ``w := &Writer{…}``, ``b := Builder{}``
-        (
-            "binds",
-            "(short_var_declaration left: (expression_list . (identifier) @var) "
-            f"right: (expression_list . {lit}))",
-        )
+    *(  # ``w := &Writer{…}``, ``b := strings.Builder{}``, ``m := new(sync.Map)``
+        ("binds", f"{_GO_FIRST}(expression_list . {lit}))")
+        for typ in _GO_VALUES
         for lit in (
-            "(composite_literal type: (type_identifier) @name)",
-            "(unary_expression operand: (composite_literal type: (type_identifier) @name))",
+            f"(composite_literal type: {typ})",
+            f"(unary_expression operand: (composite_literal type: {typ}))",
+            '(call_expression function: (identifier) @fn (#eq? @fn "new") '
+            f"arguments: (argument_list . {typ} .))",
         )
     ),
     ("call", "(call_expression function: (identifier) @name)"),
@@ -294,6 +300,15 @@ def _qualifier(node: Node, source: bytes, end: int | None = None) -> str:
     return " ".join(head.decode("utf-8", "replace").split())[:_MAX_NAME]
 
 
+def _package(pkg: list[Node] | None, source: bytes) -> str:
+    """The package a Go ``binds`` class is named through (``http`` of ``&http.ServeMux{}``
+    or ``http.NewServeMux()``), as written; empty for a class named alone, or a
+    constructor on anything but a name (``s.conn.NewReader()``)."""
+    if not pkg or pkg[0].type not in {"identifier", "package_identifier"}:
+        return ""
+    return _span(pkg[0], source)[:_MAX_NAME]
+
+
 def _span(node: Node, source: bytes) -> str:
     """A node's text, sliced from ``source`` (``node.text`` costs ~10 µs a call)."""
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -339,6 +354,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
                         "binds",
                         n.start_point[0] + 1,
                         n.start_byte + 1,
+                        _package(caps.get("pkg"), source),
                     )
                 )
             continue

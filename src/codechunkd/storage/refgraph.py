@@ -11,7 +11,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
    packages), and the name looked up there, following re-exports (an ``__init__.py`` or
    ``index.ts`` that imports it in turn) up to three hops; in Go and Java a bare name is
-   also looked up in the file's own package (its directory);
+   also looked up in the file's own package (its directory), and a Go variable's class
+   named through a package (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
 3. ``by-name``: every definition of that name in the source, when neither says more.
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
@@ -295,13 +296,12 @@ class RefGraph:
 
     def _resolve(self, i: int) -> tuple[list[int], str]:
         name, src, path = self._name[i], self._src[i], self._path[i]
-        if (
-            not self.defs_by_name.get(name)
-            and self._kind[i] != "import"
-            and name not in self._imports.get((src, path), {})
-        ):
+        imports = self._imports.get((src, path), {})
+        if not self.defs_by_name.get(name) and self._kind[i] != "import" and name not in imports:
             return [], ""
-        qual = self._qual[i] if self._kind[i] != "binds" else ""
+        qual = self._qual[i]
+        if self._kind[i] == "binds":  # a class named through an import (``http.ServeMux``)
+            qual = self._mod[i] if self._mod[i] in imports else ""  # is looked up there
         if self._kind[i] == "import":
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")
@@ -335,7 +335,6 @@ class RefGraph:
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
-        imports = self._imports.get((src, path), {})
         if not qual:
             found = []
             for j in imports.get(name, ()):
@@ -349,8 +348,8 @@ class RefGraph:
             if imports.get(name):
                 return [], ""  # imported from outside the source
         else:
-            typed = self._typed(i, src, path, qual, name)
-            if typed[0]:
+            typed = ([], "") if self._kind[i] == "binds" else self._typed(i, src, path, qual, name)
+            if typed[0]:  # (a ``binds`` row's qualifier here is a package, not a variable)
                 return typed
             head = re.split(r"\.|::", qual, maxsplit=1)[0]
             bound = imports.get(qual) or imports.get(head)
