@@ -556,3 +556,35 @@ def test_ts_names_pass_through_export_star_barrels(
     assert ("src/app/use.ts", "call", "src/api/get.ts") in gets, gets
     assert ("src/index.ts", "import", "src/api/get.ts") in gets, gets
     assert not any(t == "src/core/computedvalue.ts" for _, k, t in gets if k == "import"), gets
+
+
+def test_a_guess_by_name_names_only_what_the_callers_language_can_call(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Three ``size`` methods, in Python, C++ and TypeScript: ``thing.size()`` on an object
+    of unknown type guesses, by name, the Python one from Python and the TypeScript one
+    from JavaScript (which can import it); the C++ one, which neither can call, is nobody's
+    guess. Before, each call was a caller of all three (a Python binding's repository,
+    PyTorch's, ranked C++ headers first in its map from Python's calls)."""
+    repo.write("pkg/stack.py", "class Stack:\n    def size(self):\n        return 0\n")
+    repo.write(
+        "native/buffer.hpp", "class Buffer {\n public:\n  int size() const { return 0; }\n};\n"
+    )
+    repo.write("web/queue.ts", "export class Queue {\n  size(): number {\n    return 0;\n  }\n}\n")
+    repo.write("app.py", "def count(thing):\n    return thing.size()\n")
+    repo.write("web/app.js", "function count(q) {\n  return q.size();\n}\n")
+    repo.commit("three sizes")
+    indexer.sync(repo.path)
+    index = Index(indexer.store, settings)
+    assert {d.path for d in index.definitions("size")} == {
+        "pkg/stack.py",
+        "native/buffer.hpp",
+        "web/queue.ts",
+    }
+
+    def callers(symbol: str) -> set[tuple[str, str]]:
+        return {(c.path, c.how) for c in index.callers(symbol)}
+
+    assert callers("Stack.size") == {("app.py", "by-name")}
+    assert callers("Queue.size") == {("web/app.js", "by-name")}
+    assert callers("Buffer.size") == set()

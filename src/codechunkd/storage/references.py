@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from codechunkd.storage import schema as S
+from codechunkd.storage.refnames import short_name
 
 if TYPE_CHECKING:
     from codechunkd.git.changes import Head, Source
@@ -34,13 +35,6 @@ __all__ = ["DEFINITION", "reference_rows", "replace_references"]
 
 DEFINITION = "definition"
 """``kind`` of a definition row."""
-
-
-def _short(symbol: str) -> str:
-    """``DataLoader.load`` -> ``load``; ``a::b`` -> ``b``; ``Install > Linux`` stays."""
-    for sep in (".", "::"):
-        symbol = symbol.rsplit(sep, 1)[-1]
-    return symbol
 
 
 def reference_rows(
@@ -85,7 +79,7 @@ def reference_rows(
             base = f"{sid}\0{c.path}\0{c.id}\0"
             for i, qualified in enumerate(names):
                 rid = hashlib.sha256(f"{base}d{i}".encode()).hexdigest()[:32]
-                add(rid, f, c, DEFINITION, _short(qualified), qualified, "", c.start_line)
+                add(rid, f, c, DEFINITION, short_name(qualified), qualified, "", c.start_line)
             for i, r in enumerate(c.refs):
                 rid = hashlib.sha256(f"{base}r{i}".encode()).hexdigest()[:32]
                 add(rid, f, c, r.kind, r.name, r.qualifier, r.module, r.line)

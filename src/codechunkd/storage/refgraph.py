@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from codechunkd.storage.references import DEFINITION
-from codechunkd.storage.refnames import ModulePaths, canonical
+from codechunkd.storage.refnames import ModulePaths, canonical, family, short_name
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
 
@@ -107,12 +107,6 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-def _short(name: str) -> str:
-    for sep in (".", "::"):
-        name = name.rsplit(sep, 1)[-1]
-    return name
-
-
 class RefGraph:
     """The resolved reference graph of every source of one index (a table version)."""
 
@@ -150,11 +144,11 @@ class RefGraph:
             canon[q] if q in canon else canon.setdefault(q, canonical(q)) for q in self._csym
         ]
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
-        self._by_src_name: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._by_src_name: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._memo: dict[int, tuple[list[int], str]] = {}
         self._module_memo: dict[tuple[str, str, str, str, int], list[int]] = {}
         self._form_cache: dict[
-            tuple[str, str],
+            tuple[str, str, str],
             tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]],
         ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -177,7 +171,7 @@ class RefGraph:
             kind = self._kind[i]
             if kind == DEFINITION:
                 self.defs_by_name[name].append(i)
-                self._by_src_name[(self._src[i], name)].append(i)
+                self._by_src_name[(self._src[i], family(self._lang[i]), name)].append(i)
                 parts = self._sym[i].split(".")
                 if len(parts) > 1:
                     self._members[(self._src[i], parts[-2], name)].append(i)
@@ -268,7 +262,7 @@ class RefGraph:
     def definitions(self, name: str, sources: set[str] | None = None) -> list[Definition]:
         """Definitions of ``name``: a bare name matches the last part of a qualified one,
         a qualified name (``Session.request``) its end."""
-        short = _short(name)
+        short = short_name(name)
         qualified = name != short
         asked = canonical(name, short)
         out = []
@@ -317,7 +311,7 @@ class RefGraph:
                 or self._in_same_module(i, j)
             ]
         if qual in _SUPER:  # the base class's, never the overriding one here
-            inherited = self._inherited(src, self._owner[i].rpartition(".")[0], name, 0)
+            inherited = self._inherited(i, self._owner[i].rpartition(".")[0], name, 0)
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
@@ -331,7 +325,7 @@ class RefGraph:
             if mine or not qual or not owner:
                 return mine or local, EXACT
         if qual in _SELF and qual:
-            inherited = self._inherited(src, self._owner[i].rpartition(".")[0], name, 0)
+            inherited = self._inherited(i, self._owner[i].rpartition(".")[0], name, 0)
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
@@ -357,7 +351,8 @@ class RefGraph:
                 rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
                 found = [k for j in bound for k in self._through(j, src, path, rest, name)]
                 return (found, IMPORTED) if found else ([], "")
-        anywhere = self._by_src_name.get((src, name))  # shared: callers never change it
+        # shared: callers never change it; only the definitions the row's language can name
+        anywhere = self._by_src_name.get((src, family(self._lang[i]), name))
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
     def _through(self, j: int, src: str, path: str, rest: str, name: str) -> list[int]:
@@ -428,15 +423,17 @@ class RefGraph:
             for c in classes:
                 found += self._member_of(c, name)
                 if not found:
-                    found += self._inherited(src, self._sym[c], name, 0)
+                    found += self._inherited(c, self._sym[c], name, 0)
                 if via == IMPORTED or any(self._path[j] != path for j in found):
                     how = IMPORTED
         return (found, how) if found else ([], "")
 
-    def _inherited(self, src: str, owner: str, name: str, depth: int) -> list[int]:
-        """Definitions of ``name`` in the base classes of ``owner`` (by their names),
-        nearest first, up to four levels: ``self.x()`` in a subclass calls the base's
-        ``x``.  Breadth first, each class once, at most 20 classes of one name."""
+    def _inherited(self, i: int, owner: str, name: str, depth: int) -> list[int]:
+        """Definitions of ``name`` in the base classes of ``owner`` (by their names, in row
+        ``i``'s source and language family), nearest first, up to four levels: ``self.x()``
+        in a subclass calls the base's ``x``.  Breadth first, each class once, at most 20
+        classes of one name."""
+        src, fam = self._src[i], family(self._lang[i])
         seen: set[str] = set()
         frontier = [owner] if owner else []
         for _ in range(4 - depth):
@@ -451,7 +448,8 @@ class RefGraph:
                     if hits:
                         found += hits
                     else:
-                        nxt += [self._sym[j] for j in self._by_src_name.get((src, base), ())[:20]]
+                        bases = self._by_src_name.get((src, fam, base), ())
+                        nxt += [self._sym[j] for j in bases[:20]]
             if found:
                 return found
             frontier = nxt
@@ -509,9 +507,9 @@ class RefGraph:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
         all_asked: dict[int, bool] = {}  # id of a shared list of meanings -> all wanted
-        by_name = {(d.source, _short(d.symbol)): d for d in targets}
+        by_name = {(d.source, short_name(d.symbol)): d for d in targets}
         out = []
-        names = {_short(d.symbol) for d in targets}
+        names = {short_name(d.symbol) for d in targets}
         names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
         for name in names:
             for i in self.uses_by_name.get(name, ()):
@@ -547,7 +545,8 @@ class RefGraph:
         Go receiver), ``m()`` a function (or, in Java, a member too). The lists are shared
         (``_forms``): callers never change them."""
         qual = self._qual[i] if self._kind[i] != "binds" else ""
-        members, functions, by_owner, by_lower = self._forms(self._src[i], self._name[i], rows)
+        fam = family(self._lang[i])
+        members, functions, by_owner, by_lower = self._forms(self._src[i], fam, self._name[i], rows)
         if not qual:
             return rows if self._lang[i] in _BARE_MEMBERS else functions
         if qual[:1].isupper() and qual.isidentifier() and qual not in _SELF:
@@ -564,11 +563,11 @@ class RefGraph:
         return mine or members
 
     def _forms(
-        self, src: str, name: str, rows: list[int]
+        self, src: str, fam: str, name: str, rows: list[int]
     ) -> tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]:
-        """The definitions of ``name`` in ``src`` (``rows``) split once: members, functions,
-        members by their class's name and by its name lower-cased."""
-        got = self._form_cache.get((src, name))
+        """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
+        once: members, functions, members by their class's name and by its name lower-cased."""
+        got = self._form_cache.get((src, fam, name))
         if got is None:
             members = [j for j in rows if "." in self._sym[j]]
             functions = [j for j in rows if "." not in self._sym[j]]
@@ -578,7 +577,7 @@ class RefGraph:
                 owner = self._sym[j].split(".")[-2]
                 by_owner.setdefault(owner, []).append(j)
                 by_lower.setdefault(owner.lower(), []).append(j)
-            got = self._form_cache[(src, name)] = (members, functions, by_owner, by_lower)
+            got = self._form_cache[(src, fam, name)] = (members, functions, by_owner, by_lower)
         return got
 
     def uses_in(self, defs: Iterable[Definition], kinds: set[str] | None = None) -> list[Use]:

@@ -24,6 +24,27 @@ _IMPL: Final = re.compile(
 )
 
 
+_FAMILIES: Final = {
+    "javascript": "js", "typescript": "js", "tsx": "js",
+    "c": "c", "cpp": "c", "cuda": "c", "objc": "c",
+    "java": "jvm", "kotlin": "jvm", "scala": "jvm", "groovy": "jvm",
+}  # fmt: skip
+
+
+def short_name(symbol: str) -> str:
+    """``DataLoader.load`` -> ``load``; ``a::b`` -> ``b``; ``Install > Linux`` stays."""
+    for sep in (".", "::"):
+        symbol = symbol.rsplit(sep, 1)[-1]
+    return symbol
+
+
+def family(language: str) -> str:
+    """The languages whose code can name each other's definitions (TypeScript and
+    JavaScript; C, C++ and Objective-C; the JVM's): a by-name guess stays within one.
+    A Python ``x.size()`` never calls a C++ ``size``."""
+    return _FAMILIES.get(language, language)
+
+
 def canonical(symbol: str, name: str = "") -> str:
     """A qualified symbol in one form, ``Type.member``: Rust's ``impl Span::new``,
     ``impl fmt::Display for Span<T>::fmt`` and ``tests::alt`` become ``Span.new``,

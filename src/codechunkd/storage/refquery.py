@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from codechunkd.storage.lance_reader import ChunkReader
 from codechunkd.storage.references import DEFINITION
-from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use, _short
+from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use
+from codechunkd.storage.refnames import short_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
@@ -107,8 +108,8 @@ class ReferenceQueries:
         if whole:
             return skeleton
         symbols = list(symbols)
-        names = {_short(s) for s in symbols}
-        names |= {_short(d.symbol) for s in symbols for d in skeleton.definitions(s)}
+        names = {short_name(s) for s in symbols}
+        names |= {short_name(d.symbol) for s in symbols for d in skeleton.definitions(s)}
         names |= {alias for n in names for alias in skeleton.aliases(n)}  # import x as y
         paths = set(paths)
         asked = [in_list(c, v) for c, v in (("name", names), ("path", paths)) if v]
@@ -141,7 +142,7 @@ class ReferenceQueries:
             for g in (self._graph, self._skeleton):
                 if g is not None and g.version == snap.version:
                     return g
-        where = f"kind = {quote(DEFINITION)} AND name = {quote(_short(name))}"
+        where = f"kind = {quote(DEFINITION)} AND name = {quote(short_name(name))}"
         return RefGraph(snap.version, pylists(snap.scan(COLUMNS, where)), files=set())
 
     def references(
