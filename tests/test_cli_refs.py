@@ -73,7 +73,8 @@ def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
 ) -> None:
     """A C++ library's real header (Arrow's ``status.h``, as pyarrow installs it): the
     ``.h`` file is read as C++, and ``class ARROW_EXPORT [[nodiscard]] Status : …`` is the
-    class ``Status`` with its methods, not a function of that name."""
+    class ``Status`` with its methods, not a function of that name; a forward declaration
+    (``class StatusConstant;``) defines nothing."""
     import pyarrow
 
     source = (Path(pyarrow.get_include()) / "arrow" / "status.h").read_bytes()
@@ -98,5 +99,7 @@ def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
     assert found[0]["path"] == "include/arrow/status.h", found
     assert found[0]["symbol"] == "arrow::Status", found
     assert {d["symbol"] for d in found[1:]} == {"arrow::Status::Status"}, found
+    assert b"\nclass StatusConstant;\n" in source  # declared here, defined elsewhere
+    assert _run("defs", "StatusConstant", *where).returncode == 1
     done = _run("defs", "Status.ok", *where, "--json")
     assert done.returncode == 0 and json.loads(done.stdout)[0]["symbol"].endswith("ok"), done.stdout

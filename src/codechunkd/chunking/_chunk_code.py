@@ -110,6 +110,11 @@ class _Seg:
     size: int = 0
 
 
+def _declares_only(defn: Node) -> bool:
+    """``class Tensor;``, ``struct tag;``: a C or C++ specifier without a body is no definition."""
+    return defn.type.endswith("_specifier") and defn.child_by_field_name("body") is None
+
+
 class CodeSplitter:
     """Splits one parsed file into :class:`Piece` objects (see the module docstring)."""
 
@@ -250,7 +255,7 @@ class CodeSplitter:
                 defn = rules.unwrap(c)
                 if defn is not None:
                     spec = rules.spec(defn)
-            if spec is not None and defn is not None:
+            if spec is not None and defn is not None and not _declares_only(defn):
                 comments: tuple[Node, ...] = ()
                 if pending:  # the comments right above it (no blank line between) are its
                     k = len(pending)

@@ -80,7 +80,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 8: JS/TS re-exports (``export * from``, ``export {a} from``) are import rows.
 #: 9: C++ ``.h`` files are C++, and ``class TORCH_API Tensor {`` is the class ``Tensor``.
 #: 10: Go variables of a package's type (``&http.ServeMux{}``) bind it with the package.
-CHUNKER_VERSION = 10
+#: 11: a C/C++ forward declaration (``class Tensor;``) is module code, not a definition.
+CHUNKER_VERSION = 11
 
 
 def content_hash(text: str) -> ContentHash:
