@@ -78,18 +78,25 @@ LICENCE = b"/*\n" + b" * Licensed under the Apache License, Version 2.0.\n" * 80
     [
         (b"#pragma once\n#include <stdint.h>\nstruct point { int x; };\nint add(int, int);\n", "c"),
         (b"", "c"),
+        (
+            b"/* Handlers may\n   namespace processing as described above.\n   try it. */\n"
+            b"int f(void);\n",
+            "c",
+        ),
+        (b"// std::string in a comment\nint g(void);\n", "c"),
         (LICENCE + b"#pragma once\nnamespace arrow {\nclass Status;\n}\n", "cpp"),
         (b"#include <vector>\nint total(const int* v);\n", "cpp"),
         (b"template <typename T>\nT clamp(T v, T lo, T hi);\n", "cpp"),
         (b"class Buffer {\n public:\n  int size() const;\n};\n", "cpp"),
         (b"int f(void);\nstd::size_t g(void);\n", "cpp"),
+        (b"/* unclosed comment, a class in it\nclass X {", "c"),
         (b"#import <Foundation/Foundation.h>\n@interface Foo : NSObject\n@end\n", "objc"),
     ],
 )
 def test_a_header_is_c_cpp_or_objc_by_its_content(content: bytes, expected: str) -> None:
     """A ``.h`` file is C unless a line only C++ (or Objective-C) can hold says otherwise,
-    anywhere in its first 64 KiB: the C grammar reads a namespace as a function spanning
-    the file and a class as a declaration."""
+    anywhere in its first 64 KiB outside comments: the C grammar reads a namespace as a
+    function spanning the file and a class as a declaration."""
     assert detect_language("include/x.h", content) == expected
 
 

@@ -81,7 +81,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 9: C++ ``.h`` files are C++, and ``class TORCH_API Tensor {`` is the class ``Tensor``.
 #: 10: Go variables of a package's type (``&http.ServeMux{}``) bind it with the package.
 #: 11: a C/C++ forward declaration (``class Tensor;``) is module code, not a definition.
-CHUNKER_VERSION = 11
+#: 12: a ``.h`` file's C++ markers are looked for outside its comments.
+CHUNKER_VERSION = 12
 
 
 def content_hash(text: str) -> ContentHash:

@@ -145,9 +145,13 @@ _CPP_HEADER = re.compile(
 )
 
 
+_COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)|//[^\n]*", re.DOTALL)
+
+
 def _header_language(content: bytes) -> str:
-    """``objc``, ``cpp`` or ``c`` for a ``.h`` file, from its first bytes."""
-    head = content[:HEADER_SNIFF]
+    """``objc``, ``cpp`` or ``c`` for a ``.h`` file, from its first bytes, comments left
+    out (``namespace processing as described above`` in a C header's prose)."""
+    head = _COMMENT.sub(b"", content[:HEADER_SNIFF])
     if _OBJC_HEADER.search(head):
         return "objc"
     return "cpp" if _CPP_HEADER.search(head) else "c"
