@@ -1,4 +1,4 @@
-"""Export macros blanked before a C or C++ file is parsed.
+"""Export macros blanked before a C++ file is parsed.
 
 Libraries mark the classes they export with a macro: ``class TORCH_API Tensor : public
 TensorBase {``, ``struct PROTOBUF_EXPORT Arena {``, ``class LLVM_LIBRARY_VISIBILITY X``.
@@ -22,17 +22,9 @@ from typing import Final
 
 _MACRO: Final = rb"[A-Z][A-Z0-9_]*[A-Z0-9]\b(?:\([^()\n]*\))?"  # ``TORCH_API``, ``ALIGNAS(8)``
 _ATTRIBUTE: Final = rb"\[\[[^\[\]\n]*\]\]"  # ``[[nodiscard]]``: C++ itself, kept
-_HEAD: Final = re.compile(
-    rb"\b(?:class|struct|union)\s+((?:(?:"
-    + _ATTRIBUTE
-    + rb")\s*)*"
-    + _MACRO
-    + rb"\s+(?:(?:"
-    + _MACRO
-    + rb"|"
-    + _ATTRIBUTE
-    + rb")\s*)*)"
-    + rb"(?=[A-Za-z_]\w*\s*(?:final\b|:(?!:)|\{|<))"
+_HEAD: Final = re.compile(  # the macros and attributes between the keyword and the name
+    rb"\b(?:class|struct|union)\s+((?:%s\s*)*%s\s+(?:(?:%s|%s)\s*)*)"
+    rb"(?=[A-Za-z_]\w*\s*(?:final\b|:(?!:)|\{|<))" % (_ATTRIBUTE, _MACRO, _MACRO, _ATTRIBUTE)
 )
 _TOKEN: Final = re.compile(_ATTRIBUTE + rb"|" + _MACRO)
 LANGUAGES: Final = frozenset({"cpp"})
