@@ -13,7 +13,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    ``index.ts`` that imports it in turn) up to three hops; in Go and Java a bare name is
    also looked up in the file's own package (its directory), and a Go variable's class
    named through a package (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
-3. ``by-name``: every definition of that name in the source, when neither says more.
+3. ``by-name``: every definition of that name in the source, in a language the file's
+   can call (``refnames.family``), when neither says more.
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
 """
