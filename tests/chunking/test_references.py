@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow
 import pytest
 
 from codechunkd.chunking.chunker import chunk
@@ -242,12 +243,123 @@ def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "type", "ObjectUtils")  # a class named as a qualifier
 
 
+C_SOURCE = """#include "util/list.h"
+#include <stdio.h>
+
+typedef struct node { int v; struct node *next; } node_t;
+
+static int count(struct list *l, node_t n) {
+    printf("%d", n.v);
+    return list_len(l->head) + l->ops->size(l, visit);
+}
+"""
+
+
+def test_c_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``#include`` (quoted and angle) is an import of every name (``*``) from the path as
+    written; calls, a call through a struct's field (its qualifier the expression), a
+    struct and a typedef used as types, a function passed as a value; a typedef's and a
+    struct's own names (``node_t``, ``node`` with its body) are not uses of them."""
+    refs = _refs("src/count.c", C_SOURCE, count_tokens)
+    assert _has(refs, "import", "*", "", "util/list.h") and _has(refs, "import", "*", "", "stdio.h")
+    assert _has(refs, "call", "printf", "") and _has(refs, "call", "list_len", "")
+    assert _has(refs, "call", "size", "l->ops")
+    assert _has(refs, "type", "list") and _has(refs, "type", "node_t")
+    assert _has(refs, "value", "visit")
+    assert [r.line for r in refs if r.name == "node"] == [4]  # ``struct node *next``: a use
+    assert not [r for r in refs if r.name == "node_t" and r.line == 4]
+
+
+CPP_SOURCE = """#include "geo/shape.h"
+#include <memory>
+
+namespace geo {
+template <typename T>
+class Circle : public Shape, protected util::Comparable<Circle<T>> {
+ public:
+  double area() const { return this->scale() * r_->value(); }
+ private:
+  Radius* r_;
+};
+
+double total(const geo::Circle<int>& c, Square* p, at::Tensor t) {
+  Square s;
+  auto u = std::make_shared<Square>(2.0);
+  auto v = Square(1.0);
+  Square* w = new Square();
+  std::unique_ptr<arrow::Buffer> b;
+  draw(c); ns::inner::draw(c); c.area(); p->area(); obj.get<int>();
+  return Square::Unit().area() + std::max<double>(s.area(), u->area()) + b->size();
+}
+}  // namespace geo
+"""
+
+
+def test_cpp_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Calls as C++ writes them: bare, through namespaces (qualifier and ``module`` the
+    whole path), on an object or a pointer (qualifier the expression), a class's static
+    function (the class a type use), templates, ``new``; types (qualified, in template
+    arguments), base classes (qualified and template), includes; and the variables given a
+    class by a declaration, a pointer, a reference, a field, a smart pointer, ``new``,
+    ``make_shared`` and a constructor call, so ``c.area()`` and ``p->area()`` can resolve."""
+    refs = _refs("src/geo/total.cc", CPP_SOURCE, count_tokens)
+    assert _has(refs, "import", "*", "", "geo/shape.h") and _has(refs, "import", "*", "", "memory")
+    assert _has(refs, "inherit", "Shape", "")
+    assert _has(refs, "inherit", "Comparable", "util", "util")
+    assert _has(refs, "call", "draw", "") and _has(refs, "call", "draw", "ns::inner", "ns::inner")
+    assert _has(refs, "call", "area", "c") and _has(refs, "call", "area", "p")
+    assert _has(refs, "call", "scale", "this") and _has(refs, "call", "value", "r_")
+    assert _has(refs, "call", "Unit", "Square", "Square") and _has(refs, "type", "Square", "")
+    assert _has(refs, "call", "max", "std", "std") and _has(refs, "call", "get", "obj")
+    assert _has(refs, "call", "make_shared", "std") and _has(refs, "call", "Square", "")
+    assert _has(refs, "type", "Tensor", "at", "at") and _has(refs, "type", "Radius")
+    assert _has(refs, "type", "Circle", "geo", "geo") and _has(refs, "type", "Buffer", "arrow")
+    binds = {(r.qualifier, r.name, r.module) for r in refs if r.kind == "binds"}
+    assert binds >= {
+        ("c", "Circle", "geo"),
+        ("p", "Square", ""),
+        ("t", "Tensor", "at"),
+        ("s", "Square", ""),
+        ("u", "Square", ""),
+        ("v", "Square", ""),
+        ("w", "Square", ""),
+        ("b", "Buffer", "arrow"),
+        ("r_", "Radius", ""),
+    }, binds
+    assert [r.line for r in refs if r.name == "T"] == [6]  # ``typename T`` declares it
+
+
+def test_cpp_refs_of_a_real_header(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """arrow/status.h as pyarrow installs it (real C++ nobody here wrote; its export macro
+    blanked before parsing): its includes, its qualified template bases, a static call
+    through its class (``Status::FromArgs``), a call of a member inside a method, a
+    variable given its class; the class's own name in its head is not a use (the one in
+    its base's template argument is)."""
+    path = Path(pyarrow.get_include()) / "arrow" / "status.h"
+    chunks = chunk("arrow/status.h", path.read_bytes(), count_tokens=count_tokens)
+    assert {c.language for c in chunks} == {"cpp"}
+    refs = [r for c in chunks for r in c.refs]
+    assert _has(refs, "import", "*", "", "arrow/util/macros.h")
+    assert _has(refs, "import", "*", "", "memory")
+    assert _has(refs, "inherit", "EqualityComparable", "util", "util")
+    assert _has(refs, "call", "FromArgs", "Status", "Status")
+    assert _has(refs, "binds", "Status", "s")
+    move = next(c for c in chunks if c.symbol == "arrow::Status::MoveFrom")
+    assert _has(list(move.refs), "call", "DeleteState", "")
+    head = next(c for c in chunks if c.symbol == "arrow::Status" and c.refs)
+    on_146 = [r.kind for r in head.refs if r.name == "Status" and r.line == 146]
+    assert on_146 == ["type"]  # ``EqualityComparable<Status>``; not the name it declares
+    for c in chunks:
+        for r in c.refs:
+            assert c.start_byte <= r.byte < c.end_byte
+
+
 @pytest.mark.parametrize("language", sorted(QUERIES))
 def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Broken syntax, NUL bytes and a 10 kB name: the chunker still returns chunks; names
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
-    ext |= {"go": "go", "rust": "rs", "java": "java"}
+    ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

@@ -82,7 +82,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 10: Go variables of a package's type (``&http.ServeMux{}``) bind it with the package.
 #: 11: a C/C++ forward declaration (``class Tensor;``) is module code, not a definition.
 #: 12: a ``.h`` file's C++ markers are looked for outside its comments.
-CHUNKER_VERSION = 12
+#: 13: C, C++ and CUDA references: calls, types, bases, ``#include``, variables' classes.
+CHUNKER_VERSION = 13
 
 
 def content_hash(text: str) -> ContentHash:

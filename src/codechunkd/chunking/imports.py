@@ -208,6 +208,16 @@ def _java_imports(node: Node) -> list[Ref]:
     return [_ref(node, name, name, module)]
 
 
+def _c_includes(node: Node) -> list[Ref]:
+    """``#include "arrow/status.h"`` or ``#include <arrow/status.h>`` pastes every name of
+    the file in: ``*``, from the path as written (``#include MACRO`` names no path)."""
+    path = node.child_by_field_name("path")
+    if path is None or path.type not in {"string_literal", "system_lib_string"}:
+        return []
+    module = _text(path).strip().strip('"<>').strip()
+    return [_ref(node, "*", "", module)] if module else []
+
+
 IMPORTS: Final = {
     "python": _python_imports,
     "javascript": _js_imports,
@@ -216,4 +226,7 @@ IMPORTS: Final = {
     "go": _go_imports,
     "rust": _rust_imports,
     "java": _java_imports,
+    "c": _c_includes,
+    "cpp": _c_includes,
+    "cuda": _c_includes,
 }

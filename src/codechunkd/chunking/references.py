@@ -1,10 +1,11 @@
 """The names a file uses: calls, imports, inheritance and type uses, from its tree-sitter tree.
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
-languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java); any other
-language has none.  Each language is a handful of tree-sitter query patterns (run in C, one
-pass over the tree) plus a small function that reads its import statements, because what an
-import binds (an alias, a namespace, a list) is easier to say in Python than in a query.
+languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, C, C++ and
+CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a handful of
+tree-sitter query patterns (run in C, one pass over the tree) plus a small function that
+reads its import statements, because what an import binds (an alias, a namespace, a list)
+is easier to say in Python than in a query.
 
 What a ref records is syntax only: the name (``join``), the text before it (``os.path``,
 ``self``), its kind and line.  Which definition a name means is decided at query time
@@ -33,6 +34,7 @@ from tree_sitter import Node, Query, QueryCursor, Tree
 
 from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
+from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, declares, scope_of
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
@@ -248,6 +250,8 @@ _JAVA: Final = [
     ),
     ("import", "(import_declaration) @import"),
 ]
+
+
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "python": _PYTHON,
     "javascript": _JAVASCRIPT,
@@ -256,6 +260,9 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "go": _GO,
     "rust": _RUST,
     "java": _JAVA,
+    "c": C,
+    "cpp": CPP,
+    "cuda": CPP,
 }
 """Per language: (kind, one tree-sitter query pattern) pairs."""
 
@@ -309,6 +316,15 @@ def _package(pkg: list[Node] | None, source: bytes) -> str:
     return _span(pkg[0], source)[:_MAX_NAME]
 
 
+def _scope(language: str, node: Node, source: bytes) -> str:
+    """C++: the scopes written before a name (``arrow::Status`` of ``arrow::Status::OK``),
+    whitespace folded; ``""`` for a name written without, or in another language."""
+    top = scope_of(node) if language in SCOPED else None
+    if top is None or top.start_byte >= node.start_byte:
+        return ""
+    return _qualifier(top, source, end=node.start_byte).rstrip(": ")
+
+
 def _span(node: Node, source: bytes) -> str:
     """A node's text, sliced from ``source`` (``node.text`` costs ~10 µs a call)."""
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -354,7 +370,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
                         "binds",
                         n.start_point[0] + 1,
                         n.start_byte + 1,
-                        _package(caps.get("pkg"), source),
+                        _package(caps.get("pkg"), source) or _scope(language, n, source),
                     )
                 )
             continue
@@ -380,7 +396,9 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             continue
         quals = caps.get("qual")
         qual = _qualifier(quals[0], source) if quals else ""
-        ref = Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte)
+        scope = _scope(language, node, source)
+        qual = scope or qual  # ``arrow::Status::OK``: ``arrow::Status``, also its module
+        ref = Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte, scope)
         old = found.get(node.start_byte)
         if old is None or (_PRIORITY[kind], not qual) < (_PRIORITY[old.kind], not old.qualifier):
             found[node.start_byte] = ref
@@ -424,7 +442,11 @@ def _token_call(node: Node, args: list[Node] | None, source: bytes) -> tuple[str
 
 def _declares(node: Node) -> bool:
     parent = node.parent
-    if parent is None or parent.type not in _DECLARES:
+    if parent is None:
+        return False
+    if parent.type in DECLARING:
+        return declares(node, parent)
+    if parent.type not in _DECLARES:
         return False
     named = parent.child_by_field_name("name")
     return named is not None and named.start_byte == node.start_byte
