@@ -17,6 +17,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    can call (``refnames.family``), when neither says more.
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
+
+C and C++ names resolve through ``#include`` instead (``CFamily``, storage/refc.py).
 """
 
 from __future__ import annotations
@@ -29,16 +31,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from codechunkd.storage.refc import CFamily
 from codechunkd.storage.references import DEFINITION
-from codechunkd.storage.refnames import ModulePaths, canonical, family, short_name
+from codechunkd.storage.refnames import (
+    BY_NAME,
+    EXACT,
+    IMPORTED,
+    ModulePaths,
+    canonical,
+    family,
+    short_name,
+)
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
 
 _K = TypeVar("_K")
 
-EXACT: Final = "exact"
-IMPORTED: Final = "imported"
-BY_NAME: Final = "by-name"
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
 _SELF: Final = frozenset({"", "self", "cls", "this", "Self", "super()", "super"})
 _SUPER: Final = frozenset({"super()", "super"})
@@ -49,18 +57,9 @@ _MEMBER: Final = re.compile(r"\.|::")
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
 #: package's ``__init__.py`` (``from .x import *``).
 _REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx", "__init__.py")
-COLUMNS: Final = [
-    "source",
-    "path",
-    "language",
-    "chunk_id",
-    "chunk_symbol",
-    "kind",
-    "name",
-    "qualifier",
-    "module",
-    "line",
-]
+COLUMNS: Final = (
+    "source path language chunk_id chunk_symbol kind name qualifier module line".split()  # noqa: SIM905
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +107,7 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-class RefGraph:
+class RefGraph(CFamily):
     """The resolved reference graph of every source of one index (a table version)."""
 
     def __init__(
@@ -118,8 +117,7 @@ class RefGraph:
         *,
         files: set[tuple[str, str]] | None = None,
     ) -> None:
-        """The graph of the rows ``columns``; ``files``: every (source, path) of the table,
-        when the rows are only some of it (default: the rows' own)."""
+        """The graph of the rows ``columns``; ``files``: the table's (source, path) pairs."""
         self.version = version
         c = columns
         self._n = len(c["name"])
@@ -154,6 +152,7 @@ class RefGraph:
         ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
+        self._c_scope: dict[tuple[str, str], frozenset[str]] = {}  # ``CFamily``'s includes
         self.derived: dict[object, Any] = {}  # what readers compute from the whole graph
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -294,6 +293,8 @@ class RefGraph:
         imports = self._imports.get((src, path), {})
         if not self.defs_by_name.get(name) and self._kind[i] != "import" and name not in imports:
             return [], ""
+        if family(self._lang[i]) == "c":  # C, C++: includes and scopes (storage/refc.py)
+            return self._resolve_c(i)
         qual = self._qual[i]
         if self._kind[i] == "binds":  # a class named through an import (``http.ServeMux``)
             qual = self._mod[i] if self._mod[i] in imports else ""  # is looked up there

@@ -4,7 +4,8 @@ Owns ``canonical`` (one form for a qualified symbol: Rust's ``impl Span::new`` i
 ``Span.new``) and ``ModulePaths``: the files of a source that a module path written in a
 file can name, per language (Python dotted and relative modules, TS/JS relative paths and
 index files, Go package folders, Rust ``crate::``/``self::``/``super::`` paths and
-``mod.rs``, Java packages).  It must not resolve a name to a definition (refgraph.py).
+``mod.rs``, Java packages, C and C++ ``#include`` paths).  It must not resolve a name to a
+definition (refgraph.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["ModulePaths", "canonical"]
+__all__ = ["BY_NAME", "EXACT", "IMPORTED", "ModulePaths", "canonical", "family", "short_name"]
+
+EXACT: Final = "exact"
+IMPORTED: Final = "imported"
+BY_NAME: Final = "by-name"
 
 _EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
+#: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
+_C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
+_C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
+_C_FILES: Final = _C_HEADERS | frozenset(_C_SOURCES)
 _INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
 _IMPL: Final = re.compile(
     r"\bimpl\s+(?:[\w:]+\s+for\s+)?[&*]*\s*(?:mut\s+|dyn\s+)*(?:[a-z_]\w*::)*(\w+)"
@@ -113,6 +122,8 @@ class ModulePaths:
     def files(self, src: str, path: str, module: str) -> set[str]:
         """Files of ``src`` that the module path written in ``path`` can name."""
         lang = path.rsplit(".", 1)[-1]
+        if lang in _C_FILES:
+            return self._include(src, path, module)
         if lang in {"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"} and module.startswith(
             "."
         ):
@@ -146,6 +157,36 @@ class ModulePaths:
         if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
             found = self._dirs.get((src, key), set())
         return found
+
+    def _include(self, src: str, path: str, module: str) -> set[str]:
+        """The files an ``#include`` in ``path`` names: the one at ``module`` from the
+        including file's folder (a quoted include's first place; an angle one rarely has a
+        file there), else every file whose path ends with ``module`` (``include/arrow/
+        status.h`` for ``arrow/status.h``: the include folders are the build's, unknown here)."""
+        here = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
+        if here in self._modules.get((src, here), ()):
+            return {here}
+        parts = posixpath.normpath(module).split("/")
+        while parts and parts[0] in {"..", "."}:
+            parts = parts[1:]
+        return self._modules.get((src, "/".join(parts)), set()) if parts else set()
+
+    def companions(self, src: str, header: str) -> set[str]:
+        """The source files that define what a C or C++ header declares, by their name: the
+        header's stem with a source extension in its folder (``arrow/status.cc`` for
+        ``arrow/status.h``), else the one such file of the source, if only one."""
+        folder, _, base = header.rpartition("/")
+        stem, _, ext = base.rpartition(".")
+        if ext not in _C_HEADERS or not stem:
+            return set()
+        anywhere: set[str] = set()
+        for sext in _C_SOURCES:
+            named = self._modules.get((src, f"{stem}.{sext}"), set())
+            beside = f"{folder}/{stem}.{sext}" if folder else f"{stem}.{sext}"
+            if beside in named:
+                return {beside}
+            anywhere |= named
+        return anywhere if len(anywhere) == 1 else set()
 
     def _rust(self, src: str, path: str, module: str) -> set[str] | None:
         """The files of a Rust path that starts at ``crate``, ``self`` or ``super``, read
