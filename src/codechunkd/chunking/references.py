@@ -34,7 +34,7 @@ from tree_sitter import Node, Query, QueryCursor, Tree
 
 from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
-from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, declares, scope_of
+from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
@@ -352,8 +352,11 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             for node in caps.get("import", ()):
                 imports += [r for r in IMPORTS[language](node) if len(r.module) <= MAX_MODULE]
             continue
-        if kind in {"binds", "binds_call", "binds_new"}:  # a variable's type (``ctx: Context``)
+        if kind in {"binds", "binds_call", "binds_new", "binds_c"}:  # ``ctx: Context``
             var, typ = caps.get("var"), caps.get("name")
+            if kind == "binds_c":  # C++: the class its declared type names
+                cls_node = class_named(caps["cls"][0], source) if caps.get("cls") else None
+                typ, kind = ([cls_node] if cls_node is not None else None), "binds"
             cls = _span(typ[0], source) if typ else ""
             if kind == "binds_new":
                 if not (cls.startswith("New") and cls[3:4].isupper()):

@@ -62,18 +62,6 @@ _TEMPLATE: Final = "(template_type name: (type_identifier) @name)"
 #: A class as written: ``Status``, ``arrow::Status``, ``Result<T>``, ``arrow::Result<T>``.
 _TEMPLATES: Final = (_TEMPLATE, *_scopes(_TEMPLATE, 3))
 _CLASS: Final = (*_NAMED, *_TEMPLATES)
-#: ``std::shared_ptr<Buffer>``, ``unique_ptr<Buffer>``: what ``->`` reaches is a Buffer.
-_POINTERS: Final = tuple(
-    p
-    for t in _NAMED
-    for inner in (
-        "(template_type name: (type_identifier) @fn arguments: "
-        f"(template_argument_list . (type_descriptor type: {t})))",
-    )
-    for p in (inner, *_scopes(inner, 2))
-)
-_POINTER_NAMES: Final = '"^(unique_ptr|shared_ptr|weak_ptr)$")'
-_SMART: Final = f"(#match? @fn {_POINTER_NAMES}"
 _VAR: Final = (
     "(identifier) @var",
     "(pointer_declarator declarator: (identifier) @var)",
@@ -91,14 +79,10 @@ _AUTO: Final = (  # ``auto x = …``
 _IN_NAMESPACE: Final = (
     "(qualified_identifier scope: (namespace_identifier) @ns name: (identifier) @name)"
 )
-_MAKE: Final = tuple(
-    p
-    for t in _NAMED
-    for inner in (
-        "(template_function name: (identifier) @fn arguments: "
-        f"(template_argument_list . (type_descriptor type: {t})))",
-    )
-    for p in (inner, *_scopes(inner, 2))
+#: ``make_shared<Buffer>``, ``std::make_unique<arrow::Buffer>``: the class is the argument.
+_MAKE: Final = (
+    '(template_function name: (identifier) @fn (#match? @fn "^make_(unique|shared)$") '
+    "arguments: (template_argument_list . (type_descriptor type: (_) @cls)))"
 )
 #: ``Status::OK()``, ``arrow::Status::OK()``: the scope right before a call's name.
 _STATIC: Final = tuple(
@@ -125,24 +109,17 @@ CPP: Final = [
     ("type", "(type_identifier) @name"),
     ("value", "(argument_list (identifier) @name)"),
     ("import", "(preproc_include path: (_)) @import"),
-    *(  # ``Status s``, ``const Buffer& b``, ``arrow::Buffer* p``, ``Buffer* buf_;``
-        ("binds", pattern)
+    *(  # ``Status s``, ``const Buffer& b``, ``arrow::Buffer* p``, ``Buffer* buf_;``: the
+        # class the declared type names (``class_named``)
+        ("binds_c", f"({node} type: (_) @cls declarator: {var})")
         for node, var in (
             ("declaration", _DECLARED),
             ("parameter_declaration", _alt(*_VAR)),
             ("optional_parameter_declaration", _alt(*_VAR)),
             ("field_declaration", _alt(*_FIELD_VAR)),
         )
-        for pattern in (
-            f"({node} type: {_alt(*_NAMED)} declarator: {var})",
-            _when(
-                f"({node} type: {_alt(*_TEMPLATES)} declarator: {var})",
-                f"(#not-match? @name {_POINTER_NAMES}",
-            ),
-            _when(f"({node} type: {_alt(*_POINTERS)} declarator: {var})", _SMART),
-        )
     ),
-    ("binds", f"{_AUTO}(new_expression type: {_alt(*_NAMED)})))"),  # ``new Buffer(…)``
+    ("binds_c", f"{_AUTO}(new_expression type: (_) @cls)))"),  # ``new Buffer(…)``
     # ``auto s = Status(…)``, ``auto t = at::Tensor(…)``: by convention (a capital) a
     # class's constructor; not ``auto s = Status::OK()``, a class's function
     ("binds_call", f"{_AUTO}(call_expression function: (identifier) @name)))"),
@@ -155,11 +132,8 @@ CPP: Final = [
         ),
     ),
     (  # ``auto p = std::make_shared<Buffer>(…)``
-        "binds",
-        _when(
-            f"{_AUTO}(call_expression function: {_alt(*_MAKE)})))",
-            '(#match? @fn "^make_(unique|shared)$")',
-        ),
+        "binds_c",
+        f"{_AUTO}(call_expression function: {_alt(_MAKE, *_scopes(_MAKE, 1))})))",
     ),
 ]
 """C++ and CUDA: C's, and calls through scopes and templates (``arrow::internal::f(x)``,
@@ -186,6 +160,38 @@ def scope_of(node: Node) -> Node | None:
         if up is None or up.type != "qualified_identifier":
             return top
         top, up = up, up.parent
+    return None
+
+
+_POINTERS: Final = frozenset({b"unique_ptr", b"shared_ptr", b"weak_ptr"})
+"""Smart pointers: what ``->`` on ``std::shared_ptr<Buffer>`` reaches is a Buffer."""
+
+
+def class_named(node: Node, source: bytes) -> Node | None:
+    """The class name a C++ type names (``Buffer`` of ``const arrow::Buffer&``'s type
+    ``arrow::Buffer``, of ``Result<Buffer>``'s ``Result``, of ``std::shared_ptr<Buffer>``:
+    a smart pointer's first argument); None for a built-in type, ``auto``, a dependent or
+    nested type deeper than any real one."""
+    at: Node | None = node
+    for _ in range(_MAX_SCOPES):
+        if at is None:
+            return None
+        kind = at.type
+        if kind == "type_identifier":
+            return at
+        if kind == "qualified_identifier":
+            at = at.child_by_field_name("name")
+        elif kind == "template_type":
+            name = at.child_by_field_name("name")
+            if name is None or source[name.start_byte : name.end_byte] not in _POINTERS:
+                return name
+            args = at.child_by_field_name("arguments")
+            first = args.named_children[0] if args is not None and args.named_children else None
+            at = first.child_by_field_name("type") if first is not None else None
+        elif kind in {"class_specifier", "struct_specifier"}:  # ``struct Buffer* p``
+            at = at.child_by_field_name("name")
+        else:
+            return None
     return None
 
 
