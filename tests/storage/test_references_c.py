@@ -29,6 +29,7 @@ class Circle : public Shape {
   double area() const;
   double radius() const { return r_; }
   static Circle Unit();
+  double twice(Shape radius) const { return area() + draw(radius); }
 
  private:
   double r_;
@@ -82,8 +83,10 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
     ``imported`` to Circle's, never to ``plot::Square::area`` (same name, a file
     ``app.cc`` does not include), which only its own file calls; a method of the base
     (``c.name()``) resolves through ``class Circle : public Shape``; ``radius()`` called
-    bare in ``Circle::area`` is Circle's; ``t.area()`` on an unknown class guesses nothing
-    when two classes have an ``area``; asked as ``geo::Circle::area`` or ``Circle.area``."""
+    bare in ``Circle::area`` is Circle's, and ``area()`` in an inline method the one in the
+    ``.cc``; a parameter named ``radius`` passed on is no use of ``Circle::radius``;
+    ``t.area()`` on an unknown class guesses nothing when two classes have an ``area``;
+    asked as ``geo::Circle::area`` or ``Circle.area``."""
     repo.write("include/geo/shape.h", SHAPE_H)
     repo.write("include/geo/circle.h", CIRCLE_H)
     repo.write("src/circle.cc", CIRCLE_CC)
@@ -94,7 +97,10 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
     index = Index(indexer.store, settings)
     [area] = index.definitions("geo::Circle::area")
     assert area.path == "src/circle.cc"
-    assert _callers(index, "geo::Circle::area") == {("total", "app/app.cc", "imported")}
+    assert _callers(index, "geo::Circle::area") == {
+        ("total", "app/app.cc", "imported"),
+        ("geo::Circle::twice", "include/geo/circle.h", "imported"),  # bare, in the class
+    }
     assert _callers(index, "Circle.area") == _callers(index, "geo::Circle::area")
     assert _callers(index, "plot::Square::area") == {("side", "plot/square.hpp", "exact")}
     assert _callers(index, "geo::Circle::Unit") == {("total", "app/app.cc", "imported")}
@@ -103,6 +109,8 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
         ("geo::Circle::area", "src/circle.cc", "imported"),
         ("total", "app/app.cc", "imported"),
     }
+    radius = {(u.chunk_symbol, u.kind) for u in index.references("Circle::radius")}
+    assert ("geo::Circle::twice", "value") not in radius, radius  # the parameter ``radius``
     uses = {(u.chunk_symbol, u.kind, u.how) for u in index.references("geo::Circle")}
     assert ("total", "type", "imported") in uses, uses
     assert ("geo::Circle::Unit", "call", "imported") in uses, uses  # the class, not its ctor

@@ -22,6 +22,11 @@ deep, and each header's source file (``ModulePaths.companions``).  A use resolve
    canonical form), and then a member of a class so named that the scope defines, wherever
    the member is defined;
 4. ``by-name``: every definition of the name in C, C++, CUDA and Objective-C of the source.
+
+A bare name that is a variable of the function (a ``binds`` row: ``index_(index)`` with a
+parameter ``DeviceIndex index``) is no use of a definition; a type written through a
+namespace that defines no such class (``at::Device``, which PyTorch brings into ``at`` with
+``using``) is the class of that name in the file's scope.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ class CFamily:
         qual = scoped if kind == "binds" else self._qual[i]
         if qual.startswith("this->"):
             qual = qual[6:]  # ``this->buf_->size()``: the field ``buf_``
+        if not qual and kind != "binds" and self._c_binds(i, name):
+            return [], ""  # ``index_(index)``: a variable (a parameter) of that name
         if qual and not scoped and qual != "this":
             found = self._c_typed(i, qual, name)
             if found:
@@ -92,6 +99,10 @@ class CFamily:
         if not qual or scoped:
             scope = self._c_files(src, path)
             found = self._c_fit(src, path, scope, named, owner, scoped, name)
+            if not found and scoped and kind in {"type", "binds", "inherit"}:
+                # ``at::Device``, a class another namespace names with ``using``: the
+                # class of that name in the scope
+                found = self._c_fit(src, path, scope, defs, owner, "", name)
             if found:
                 return found, self._how(path, found)
         # a guess among all (``uses_of`` narrows it by the form, ``_by_form``, sharing them)
@@ -134,13 +145,9 @@ class CFamily:
     def _c_typed(self, i: int, var: str, name: str) -> list[int]:
         """``name`` on the variable ``var`` given a class in the use's function (or a field
         of an enclosing class, in the same file): the class's member, or a base's."""
-        src, path = self._src[i], self._path[i]
-        scope, binds = self._csym[i], None
-        while scope and not binds:
-            binds = self._binds.get((src, path, scope, var))
-            scope = scope.rpartition("::")[0]
+        src = self._src[i]
         found: list[int] = []
-        for b in binds or ():
+        for b in self._c_binds(i, var):
             classes, how = self.resolve(b)
             if how == BY_NAME:
                 continue
@@ -148,6 +155,18 @@ class CFamily:
                 cls = self._sym[c]
                 found += self._c_members(src, cls, name) or self._inherited(c, cls, name, 0)
         return list(dict.fromkeys(found))
+
+    def _c_binds(self, i: int, var: str) -> list[int]:
+        """The ``binds`` rows of the variable ``var`` where use ``i`` is: its function's, else
+        a field's of an enclosing class (in the same file)."""
+        src, path = self._src[i], self._path[i]
+        scope = self._csym[i]
+        while scope:
+            binds = self._binds.get((src, path, scope, var))
+            if binds:
+                return binds
+            scope = scope.rpartition("::")[0]
+        return []
 
     def _c_members(self, src: str, cls: str, name: str) -> list[int]:
         """Definitions of ``name`` that are members of the class ``cls`` (a canonical symbol,
