@@ -54,6 +54,8 @@ double total(const geo::Circle& c, geo::Circle* p) {
 }
 
 double guess(Thing t) { return t.area(); }
+
+double outside(const std::vector<double>& v) { return v.area(); }
 """
 SQUARE_HPP = """namespace plot {
 class Square {
@@ -86,6 +88,7 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
     bare in ``Circle::area`` is Circle's, and ``area()`` in an inline method the one in the
     ``.cc``; a parameter named ``radius`` passed on is no use of ``Circle::radius``;
     ``t.area()`` on an unknown class guesses nothing when two classes have an ``area``;
+    ``v.area()`` on a ``std::vector`` (a class the source does not define) is nobody's;
     asked as ``geo::Circle::area`` or ``Circle.area``."""
     repo.write("include/geo/shape.h", SHAPE_H)
     repo.write("include/geo/circle.h", CIRCLE_H)
@@ -114,6 +117,8 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
     uses = {(u.chunk_symbol, u.kind, u.how) for u in index.references("geo::Circle")}
     assert ("total", "type", "imported") in uses, uses
     assert ("geo::Circle::Unit", "call", "imported") in uses, uses  # the class, not its ctor
+    outside = {(u.name, u.how) for u in index.callees("outside")}
+    assert outside == {("area", "")}, outside  # ``v.area()``: a std::vector's, not a guess
     bases = {(u.chunk_symbol, u.how) for u in index.references("Shape") if u.kind == "inherit"}
     assert bases == {("geo::Circle", "imported")}
 

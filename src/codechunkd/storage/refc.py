@@ -24,7 +24,10 @@ deep, and each header's source file (``ModulePaths.companions``).  A use resolve
 4. ``by-name``: every definition of the name in C, C++, CUDA and Objective-C of the source.
 
 A bare name that is a variable of the function (a ``binds`` row: ``index_(index)`` with a
-parameter ``DeviceIndex index``) is no use of a definition; a type written through a
+parameter ``DeviceIndex index``) is no use of a definition, and a name passed on (a
+``value``) never a class's member (``size_(size)`` with ``int64_t size``); a method on a
+variable of a class the source does not define (``data.size()`` with ``std::string_view
+data``) resolves to nothing, not to a guess; a type written through a
 namespace that defines no such class (``at::Device``, which PyTorch brings into ``at`` with
 ``using``) is the class of that name in the file's scope.
 """
@@ -85,9 +88,13 @@ class CFamily:
             found = self._c_typed(i, qual, name)
             if found:
                 return found, self._how(path, found)
+            binds = self._c_binds(i, qual)
+            if binds and not any(self.resolve(b)[0] for b in binds):
+                return [], ""  # ``std::string_view data``: ``data.size()`` is not the source's
         owner = self._owner[i].rpartition(".")[0]  # the class or namespace written in
         cls = owner.rpartition(".")[2]  # in its class, ``Circle`` is the class itself
-        if qual in {"", "this"} and name != cls and self._c_classes(src, owner):
+        member = kind != "value"  # a method is not passed bare: ``size_(size)`` is a variable
+        if qual in {"", "this"} and member and name != cls and self._c_classes(src, owner):
             found = self._c_members(src, owner, name) or self._inherited(i, owner, name, 0)
             if found:
                 return found, self._how(path, found)
@@ -96,6 +103,8 @@ class CFamily:
         if scoped:  # what is so named: ``std::move`` is none of the source's
             tail = f"{canonical(scoped)}.{name}"
             named = [j for j in defs if self._sym[j] == tail or self._sym[j].endswith("." + tail)]
+        if not member:  # a function passed on (a callback), never a class's member
+            named = [j for j in named if not self._c_classes(src, self._sym[j].rpartition(".")[0])]
         if not qual or scoped:
             scope = self._c_files(src, path)
             found = self._c_fit(src, path, scope, named, owner, scoped, name)
