@@ -26,8 +26,9 @@ deep, and each header's source file (``ModulePaths.companions``).  A use resolve
 A bare name that is a variable of the function (a ``binds`` row: ``index_(index)`` with a
 parameter ``DeviceIndex index``) is no use of a definition, and a name passed on (a
 ``value``) never a class's member (``size_(size)`` with ``int64_t size``); a method on a
-variable of a class the source does not define (``data.size()`` with ``std::string_view
-data``) resolves to nothing, not to a guess; a type written through a
+variable of a standard library class (``data.size()`` with ``std::string_view data``)
+resolves to nothing, not to a guess (one of a class the source does not define but names
+by an alias, ``const owned_type& from``, is still guessed); a type written through a
 namespace that defines no such class (``at::Device``, which PyTorch brings into ``at`` with
 ``using``) is the class of that name in the file's scope.
 """
@@ -89,7 +90,7 @@ class CFamily:
             if found:
                 return found, self._how(path, found)
             binds = self._c_binds(i, qual)
-            if binds and not any(self.resolve(b)[0] for b in binds):
+            if binds and all(self._mod[b].startswith("std") for b in binds):
                 return [], ""  # ``std::string_view data``: ``data.size()`` is not the source's
         owner = self._owner[i].rpartition(".")[0]  # the class or namespace written in
         cls = owner.rpartition(".")[2]  # in its class, ``Circle`` is the class itself
