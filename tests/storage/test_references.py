@@ -59,6 +59,15 @@ def _repo(repo: Repo) -> None:
     repo.commit("A")
 
 
+def index_of(repo: Repo, indexer: Indexer, settings: Settings, files: dict[str, str]) -> Index:
+    """``files`` written and committed, the repository synced: its index."""
+    for path, text in files.items():
+        repo.write(path, text)
+    repo.commit("files")
+    indexer.sync(repo.path)
+    return Index(indexer.store, settings)
+
+
 def _callers(index: Index, symbol: str) -> set[tuple[str, str]]:
     return {(c.symbol, c.how) for c in index.callers(symbol)}
 
@@ -295,14 +304,14 @@ def test_go_variables_of_an_imported_packages_type_call_its_methods(
     web.ServeMux`` (an alias) or a parameter ``m *http.ServeMux`` is ``net/http``'s,
     ``imported``; and ``ts := httptest.NewServer(…)`` in a test of ``net/http``'s folder
     calls ``httptest``'s ``Server.Close``, not its own package's ``Server.Close``."""
-    repo.write("net/http/server.go", GO_HTTP)
-    repo.write("net/http/httptest/server.go", GO_HTTPTEST)
-    repo.write("net/http/serve_test.go", GO_HTTP_TEST)
-    repo.write("other/mux.go", GO_OTHER_MUX)
-    repo.write("myapp/main.go", GO_APP)
-    repo.commit("go")
-    indexer.sync(repo.path)
-    index = Index(indexer.store, settings)
+    files = {
+        "net/http/server.go": GO_HTTP,
+        "net/http/httptest/server.go": GO_HTTPTEST,
+        "net/http/serve_test.go": GO_HTTP_TEST,
+        "other/mux.go": GO_OTHER_MUX,
+        "myapp/main.go": GO_APP,
+    }
+    index = index_of(repo, indexer, settings, files)
     handles = {
         (u.chunk_symbol, u.line, u.how, u.target.path)
         for u in index.references("ServeMux.Handle")
@@ -542,14 +551,14 @@ def test_ts_names_pass_through_export_star_barrels(
     the names resolve through the barrel (a function, a class and, on a typed parameter, its
     method); ``export {a} from`` is a use of ``a``; a barrel passes on what a module exports,
     never a class's member of the same name (``get`` the function, not ``ComputedValue.get``)."""
-    repo.write("src/core/computedvalue.ts", TS_VALUE)
-    repo.write("src/api/get.ts", TS_GET)
-    repo.write("src/internal.ts", TS_INTERNAL)
-    repo.write("src/index.ts", TS_INDEX)
-    repo.write("src/app/use.ts", TS_USER)
-    repo.commit("ts")
-    indexer.sync(repo.path)
-    index = Index(indexer.store, settings)
+    files = {
+        "src/core/computedvalue.ts": TS_VALUE,
+        "src/api/get.ts": TS_GET,
+        "src/internal.ts": TS_INTERNAL,
+        "src/index.ts": TS_INDEX,
+        "src/app/use.ts": TS_USER,
+    }
+    index = index_of(repo, indexer, settings, files)
     assert _callers(index, "isComputed") == {("use", "imported")}
     assert _callers(index, "ComputedValue.get") == {("use", "imported")}  # c: ComputedValue
     gets = {(u.path, u.kind, u.target.path) for u in index.references("get") if u.target}
@@ -566,16 +575,14 @@ def test_a_guess_by_name_names_only_what_the_callers_language_can_call(
     from JavaScript (which can import it); the C++ one, which neither can call, is nobody's
     guess. Before, each call was a caller of all three (a Python binding's repository,
     PyTorch's, ranked C++ headers first in its map from Python's calls)."""
-    repo.write("pkg/stack.py", "class Stack:\n    def size(self):\n        return 0\n")
-    repo.write(
-        "native/buffer.hpp", "class Buffer {\n public:\n  int size() const { return 0; }\n};\n"
-    )
-    repo.write("web/queue.ts", "export class Queue {\n  size(): number {\n    return 0;\n  }\n}\n")
-    repo.write("app.py", "def count(thing):\n    return thing.size()\n")
-    repo.write("web/app.js", "function count(q) {\n  return q.size();\n}\n")
-    repo.commit("three sizes")
-    indexer.sync(repo.path)
-    index = Index(indexer.store, settings)
+    files = {
+        "pkg/stack.py": "class Stack:\n    def size(self):\n        return 0\n",
+        "native/buffer.hpp": "class Buffer {\n public:\n  int size() const { return 0; }\n};\n",
+        "web/queue.ts": "export class Queue {\n  size(): number {\n    return 0;\n  }\n}\n",
+        "app.py": "def count(thing):\n    return thing.size()\n",
+        "web/app.js": "function count(q) {\n  return q.size();\n}\n",
+    }
+    index = index_of(repo, indexer, settings, files)
     assert {d.path for d in index.definitions("size")} == {
         "pkg/stack.py",
         "native/buffer.hpp",

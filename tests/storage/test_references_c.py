@@ -6,6 +6,7 @@ Real git repositories, a real LanceDB index and the real model (through ``Indexe
 from __future__ import annotations
 
 from tests.conftest import Indexer, Repo
+from tests.storage.test_references import index_of
 
 from codechunkd.config import Settings
 from codechunkd.storage.reader import Index
@@ -90,14 +91,14 @@ def test_cpp_methods_resolve_through_includes_and_variables_classes(
     ``t.area()`` on an unknown class guesses nothing when two classes have an ``area``;
     ``v.area()`` on a ``std::vector`` (a class the source does not define) is nobody's;
     asked as ``geo::Circle::area`` or ``Circle.area``."""
-    repo.write("include/geo/shape.h", SHAPE_H)
-    repo.write("include/geo/circle.h", CIRCLE_H)
-    repo.write("src/circle.cc", CIRCLE_CC)
-    repo.write("app/app.cc", APP_CC)
-    repo.write("plot/square.hpp", SQUARE_HPP)
-    repo.commit("cpp")
-    indexer.sync(repo.path)
-    index = Index(indexer.store, settings)
+    files = {
+        "include/geo/shape.h": SHAPE_H,
+        "include/geo/circle.h": CIRCLE_H,
+        "src/circle.cc": CIRCLE_CC,
+        "app/app.cc": APP_CC,
+        "plot/square.hpp": SQUARE_HPP,
+    }
+    index = index_of(repo, indexer, settings, files)
     [area] = index.definitions("geo::Circle::area")
     assert area.path == "src/circle.cc"
     assert _callers(index, "geo::Circle::area") == {
@@ -130,12 +131,9 @@ def test_a_c_call_resolves_to_the_source_file_of_the_header_it_includes(
     ``imported`` to its definition in ``util.c`` (the header's source file, by name);
     ``printf`` from ``<stdio.h>``, which the repository does not hold, to nothing (no
     callee of ``main``)."""
-    repo.write("c/util.h", UTIL_H)
-    repo.write("c/util.c", UTIL_C)
-    repo.write("c/main.c", MAIN_C)
-    repo.commit("c")
-    indexer.sync(repo.path)
-    index = Index(indexer.store, settings)
+    index = index_of(
+        repo, indexer, settings, {"c/util.h": UTIL_H, "c/util.c": UTIL_C, "c/main.c": MAIN_C}
+    )
     assert _callers(index, "util_len") == {("main", "c/main.c", "imported")}
     main = {(u.name, u.how) for u in index.callees("main")}
     assert main == {("util_len", "imported")}, main  # no ``printf``: not the source's
