@@ -35,14 +35,29 @@ namespace that defines no such class (``at::Device``, which PyTorch brings into 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Final
 
 from codechunkd.storage.refnames import BY_NAME, EXACT, IMPORTED, ModulePaths, canonical
 
-__all__ = ["INCLUDE_DEPTH", "CFamily"]
+__all__ = ["INCLUDE_DEPTH", "CFamily", "CMemo"]
 
 INCLUDE_DEPTH: Final = 3
 """How many includes deep a file's scope reaches (a file's own includes are the first)."""
+
+
+@dataclass(slots=True)
+class CMemo:
+    """What C resolution works out once per graph, from its definitions and include rows
+    alone (every question's graph shares it): without it, ``map`` of PyTorch's headers
+    (1.0M reference rows) spent half its 109 s finding the same classes again."""
+
+    scope: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    """Each file's scope (``_c_files``)."""
+    includes: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """The files each file includes itself."""
+    classes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """The definitions of each class asked about (``_c_classes``)."""
 
 
 class CFamily:
@@ -62,9 +77,7 @@ class CFamily:
     _binds: dict[tuple[str, str, str, str], list[int]]
     _members: dict[tuple[str, str, str], list[int]]
     _by_src_name: dict[tuple[str, str, str], list[int]]
-    _c_scope: dict[tuple[str, str], frozenset[str]]
-    """Each file's scope, once: it depends on include rows only (every question's graph
-    shares it)."""
+    _c: CMemo
     defs_by_name: dict[str, list[int]]
 
     def resolve(self, i: int) -> tuple[list[int], str]:
@@ -195,18 +208,21 @@ class CFamily:
         ``Status``, ``arrow.Status``) in ``src``; none for a namespace (it defines none)."""
         if not sym:
             return []
-        short = sym.rpartition(".")[2]
-        return [
-            j
-            for j in self._by_src_name.get((src, "c", short), ())
-            if self._sym[j] == sym or self._sym[j].endswith("." + sym)
-        ]
+        got = self._c.classes.get((src, sym))
+        if got is None:
+            short = sym.rpartition(".")[2]
+            got = self._c.classes[(src, sym)] = [
+                j
+                for j in self._by_src_name.get((src, "c", short), ())
+                if self._sym[j] == sym or self._sym[j].endswith("." + sym)
+            ]
+        return got
 
     def _c_files(self, src: str, path: str) -> frozenset[str]:
         """The scope of ``path``: the files it includes, theirs, :data:`INCLUDE_DEPTH` deep,
         and each header's source file (its own too, for a header)."""
         key = (src, path)
-        got = self._c_scope.get(key)
+        got = self._c.scope.get(key)
         if got is not None:
             return got
         seen = {path}
@@ -214,14 +230,22 @@ class CFamily:
         for _ in range(INCLUDE_DEPTH):
             nxt = []
             for file in frontier:
-                for j in self._imports.get((src, file), {}).get("*", ()):
-                    for found in self._paths.files(src, file, self._mod[j]):
-                        if found not in seen:
-                            seen.add(found)
-                            nxt.append(found)
+                for found in self._c_includes(src, file):
+                    if found not in seen:
+                        seen.add(found)
+                        nxt.append(found)
             frontier = nxt
         for file in list(seen):
             seen |= self._paths.companions(src, file)
         seen.discard(path)
-        got = self._c_scope[key] = frozenset(seen)
+        got = self._c.scope[key] = frozenset(seen)
+        return got
+
+    def _c_includes(self, src: str, file: str) -> tuple[str, ...]:
+        """The files ``file`` includes itself (its ``*`` import rows' paths, found)."""
+        got = self._c.includes.get((src, file))
+        if got is None:
+            rows = self._imports.get((src, file), {}).get("*", ())
+            found = {f for j in rows for f in self._paths.files(src, file, self._mod[j])}
+            got = self._c.includes[(src, file)] = tuple(sorted(found))
         return got

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from codechunkd.storage.refc import CFamily
+from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refnames import (
     BY_NAME,
@@ -152,7 +152,7 @@ class RefGraph(CFamily):
         ] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
-        self._c_scope: dict[tuple[str, str], frozenset[str]] = {}  # ``CFamily``'s includes
+        self._c = CMemo()  # ``CFamily``'s: scopes, includes, classes
         self.derived: dict[object, Any] = {}  # what readers compute from the whole graph
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
