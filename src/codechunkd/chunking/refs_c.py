@@ -18,7 +18,7 @@ from typing import Final
 
 from tree_sitter import Node
 
-__all__ = ["CPP", "SCOPED", "C", "declares", "scope_of"]
+__all__ = ["CPP", "DECLARING", "SCOPED", "C", "class_named", "declares", "scope_of"]
 
 _Q: Final = "(_) @qual"
 #: A name after ``::`` in a scope: a class, by its capital (``Status::OK()``).
@@ -84,13 +84,12 @@ _MAKE: Final = (
     '(template_function name: (identifier) @fn (#match? @fn "^make_(unique|shared)$") '
     "arguments: (template_argument_list . (type_descriptor type: (_) @cls)))"
 )
-#: ``Status::OK()``, ``arrow::Status::OK()``: the scope right before a call's name.
-_STATIC: Final = tuple(
-    p
+_STATIC_NAMES: Final = tuple(
+    f"(qualified_identifier scope: (namespace_identifier) @name name: {f})"
     for f in ("(identifier)", "(template_function)")
-    for inner in (f"(qualified_identifier scope: (namespace_identifier) @name name: {f})",)
-    for p in (inner, *_scopes(inner, 3))
 )
+#: ``Status::OK()``, ``arrow::Status::OK()``: the scope right before a call's name.
+_STATIC: Final = tuple(p for inner in _STATIC_NAMES for p in (inner, *_scopes(inner, 3)))
 _TEMPLATE_METHOD: Final = "(template_method name: (field_identifier) @name)"
 #: ``f(x)``, ``f<T>(x)``, ``a::b::f(x)``, ``s.f()``, ``p->f()``, ``s.get<T>()``, ``s.template
 #: get<T>()``
