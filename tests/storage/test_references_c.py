@@ -137,3 +137,23 @@ def test_a_c_call_resolves_to_the_source_file_of_the_header_it_includes(
     assert _callers(index, "util_len") == {("main", "c/main.c", "imported")}
     main = {(u.name, u.how) for u in index.callees("main")}
     assert main == {("util_len", "imported")}, main  # no ``printf``: not the source's
+
+
+def test_an_include_leads_through_a_header_that_only_declares(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``util.h`` is ``#pragma once`` and a declaration: it defines nothing, so no row of
+    the references table names it, yet the ``files`` table does.  The call in ``main.c``
+    still resolves ``imported`` to ``util.c`` (the header's source file), both through the
+    graph read in parts (a question) and through the whole graph (the map reads it)."""
+    header = "#pragma once\nint util_len(const char* s);\n"
+    index = index_of(
+        repo, indexer, settings, {"c/util.h": header, "c/util.c": UTIL_C, "c/main.c": MAIN_C}
+    )
+    assert _callers(index, "util_len") == {("main", "c/main.c", "imported")}
+    whole = index.refs.graph()
+    assert {(d.path, d.symbol) for d in whole.definitions("util_len", None)} == {
+        ("c/util.c", "util_len")
+    }
+    assert index.refs.graph() is whole  # kept: the next question reads it
+    assert _callers(index, "util_len") == {("main", "c/main.c", "imported")}

@@ -224,7 +224,8 @@ class LanceReader:
         ds = self._dataset(S.REFERENCES)
         if ds is None:
             return None
-        return RefSnapshot(ds.checkout_version(ds.version), self.uri)
+        files = self._dataset(S.FILES)
+        return RefSnapshot(ds.checkout_version(ds.version), self.uri, files)
 
     @translating("reading a table")
     def states(self) -> list[SourceState]:

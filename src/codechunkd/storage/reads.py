@@ -85,7 +85,10 @@ class Reads(Tables):
         """The ``references`` table at its latest version, for reads in parts; None
         without one."""
         tbl = self._table(S.REFERENCES)
-        return None if tbl is None else RefSnapshot(tbl.to_lance(), self.uri)
+        if tbl is None:
+            return None
+        files = self._table(S.FILES)
+        return RefSnapshot(tbl.to_lance(), self.uri, None if files is None else files.to_lance())
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:

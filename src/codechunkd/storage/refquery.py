@@ -83,7 +83,9 @@ class ReferenceQueries:
             return _empty()
         with self._lock:
             if self._graph is None or self._graph.version != snap.version:
-                self._graph = RefGraph(snap.version, pylists(snap.scan(COLUMNS)))
+                rows = pylists(snap.scan(COLUMNS))
+                files = snap.indexed() | set(zip(rows["source"], rows["path"], strict=True))
+                self._graph = RefGraph(snap.version, rows, files=files)
             return self._graph
 
     def _kept(self, snap: RefSnapshot) -> tuple[RefGraph, bool]:

@@ -23,8 +23,11 @@ __all__ = ["RefSnapshot", "pylists"]
 class RefSnapshot:
     """The ``references`` table at one version (a Lance dataset checked out there)."""
 
-    def __init__(self, dataset: Any, uri: str) -> None:
+    def __init__(self, dataset: Any, uri: str, files: Any = None) -> None:
+        """``files``: the ``files`` table's dataset, which names every indexed file (a
+        header of declarations only has no row, yet an ``#include`` leads through it)."""
         self._ds = dataset
+        self._files = files
         self.uri = uri  # what an error names
         self.version = int(dataset.version)
 
@@ -33,11 +36,19 @@ class RefSnapshot:
         """The ``columns`` of the rows matching ``where``, in the table's order."""
         return self._ds.to_table(columns=list(columns), filter=where)
 
+    @translating("reading the files table")
+    def indexed(self) -> set[tuple[str, str]]:
+        """Every (source, path) the ``files`` table holds and did not skip."""
+        if self._files is None:
+            return set()
+        t = self._files.to_table(columns=["source", "path"], filter="skip_reason IS NULL")
+        return set(zip(*(t.column(c).to_pylist() for c in ("source", "path")), strict=True))
+
     @translating("reading references")
     def files(self) -> set[tuple[str, str]]:
-        """Every (source, path) that has a row (read a batch at a time: a table of 1.5M
-        rows names 8k files)."""
-        found: set[tuple[str, str]] = set()
+        """Every (source, path) ``indexed`` or that has a row (read a batch at a time: a
+        table of 1.5M rows names 8k files)."""
+        found = self.indexed()
         for batch in self._ds.to_batches(columns=["source", "path"]):
             pairs = pa.Table.from_batches([batch]).group_by(["source", "path"]).aggregate([])
             sources, paths = (pairs.column(c).to_pylist() for c in ("source", "path"))
