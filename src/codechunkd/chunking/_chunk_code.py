@@ -7,9 +7,9 @@ piece, trimmed of surrounding whitespace.  Every byte of the region lies in
 exactly one segment, so the coverage invariant holds by construction, and a
 piece's text is always an exact span of the file.
 
-Units are the children of the region's node.  A definition (with its leading
-comments and decorators) is a unit of its own; everything else is glue,
-merged greedily with its neighbours up to the budget.  A unit over the budget
+Units are the children of the region's node (read by ``_units.UnitReader``).  A
+definition (with its leading comments and decorators) is a unit of its own; everything
+else is glue, merged greedily with its neighbours up to the budget.  A unit over the budget
 is split at its own children, recursively (cAST); a node without children
 is split at line breaks, and a single line at whitespace.
 
@@ -21,14 +21,18 @@ running counts over the file, not from the span.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 from tree_sitter import Node
 
-from codechunkd.chunking.cuts import NOT_COUNTED, line_cuts, nws_size, truncate
+from codechunkd.chunking._units import (
+    Unit,
+    UnitReader,
+    closing,
+    has_member_definitions,
+)
+from codechunkd.chunking.cuts import line_cuts, nws_size, truncate
 from codechunkd.chunking.rules import DefSpec, Rules, body_of, name_of
 from codechunkd.chunking.signatures import signature_bytes
 
@@ -39,10 +43,6 @@ __all__ = ["Anchor", "CodeSplitter", "Piece"]
 # context header's last 4), so a deeper one is cut to this: a piece's scope is then
 # O(1), not the whole chain (20,000 nested functions held 200 million entries).
 _MAX_SCOPE: Final = 8
-# A span longer than this is measured from running counts (CodeSplitter._before), not read:
-# the nested nodes shorter than it add up to _DIRECT**2 / (2 * bytes per level) at most.
-_DIRECT: Final = 2048
-_BLOCK: Final = 256  # bytes per running count (8 bytes each)
 
 
 Scope = tuple[tuple[str, str, str], ...]
@@ -84,17 +84,6 @@ class Piece:
     """The chunk id, once known (``None`` for a piece that is only whitespace)."""
 
 
-@dataclass(slots=True, eq=False)
-class _Unit:
-    start: int
-    end: int
-    node: Node | None  # None for a run of text (lines of a token, text between children)
-    defn: Node | None
-    spec: DefSpec | None
-    size: int
-    comments: tuple[Node, ...] = ()
-
-
 @dataclass(slots=True)
 class _Ctx:
     scope: Scope
@@ -106,16 +95,11 @@ class _Ctx:
 @dataclass(slots=True, eq=False)
 class _Seg:
     kind: str  # "glue" or "def"
-    units: list[_Unit] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
     size: int = 0
 
 
-def _declares_only(defn: Node) -> bool:
-    """``class Tensor;``, ``struct tag;``: a C or C++ specifier without a body is no definition."""
-    return defn.type.endswith("_specifier") and defn.child_by_field_name("body") is None
-
-
-class CodeSplitter:
+class CodeSplitter(UnitReader):
     """Splits one parsed file into :class:`Piece` objects (see the module docstring)."""
 
     def __init__(
@@ -127,17 +111,12 @@ class CodeSplitter:
         merge_siblings: bool,
         plain_kinds: dict[int, bool] | None = None,
     ) -> None:
-        """``plain_kinds`` caches ``rules.plain`` by node kind id: pass the same dict for
-        the files of one grammar (and rules), or none."""
-        self.src = src
-        self.rules = rules
-        self.budget = max(1, budget)
+        """``plain_kinds``: see :class:`UnitReader`."""
+        super().__init__(src, rules, budget, plain_kinds)
         self.merge = merge_siblings or rules.merge_defs
         self.out: list[Piece] = []
         self._stack: list[tuple[_Seg | None, int, int, _Ctx]] = []  # (seg, a, b, ctx) to do
-        self._plain = plain_kinds if plain_kinds is not None else {}
         self._prefixes: dict[Scope, str] = {}  # scope -> its qualified name
-        self._blocks: array[int] | None = None  # see _before
 
     # -- entry points -----------------------------------------------------------------
 
@@ -171,177 +150,39 @@ class CodeSplitter:
             else:
                 self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
-    def _size(self, a: int, b: int) -> int:
-        """Non-whitespace characters of ``[a, b)``: O(1) for a long span (see :meth:`_before`)."""
-        if b - a <= _DIRECT:
-            return len(self.src[a:b].translate(None, NOT_COUNTED))
-        return self._before(b) - self._before(a)
-
-    def _before(self, x: int) -> int:
-        """Non-whitespace characters of ``src[:x]``, from a running count per block.
-
-        Measuring each nested node's whole span would make a deep nest (``[[[...]]]``)
-        quadratic; the counts are made on the first long span, so a file of short
-        definitions never pays for them.  The count is per byte, so it adds up exactly.
-        """
-        blocks = self._blocks
-        src = self.src
-        if blocks is None:
-            blocks = self._blocks = array("q", [0])
-            total = 0
-            for i in range(0, len(src), _BLOCK):
-                total += len(src[i : i + _BLOCK].translate(None, NOT_COUNTED))
-                blocks.append(total)
-        k = x // _BLOCK
-        base = k * _BLOCK
-        if x == base:
-            return blocks[k]
-        return blocks[k] + len(src[base:x].translate(None, NOT_COUNTED))
-
-    def _gap_size(self, a: int, b: int) -> int:
-        """:meth:`_size` of the text between units, usually blank (and cheaper to test)."""
-        if b - a > _DIRECT:
-            return self._size(a, b)
-        gap = self.src[a:b]
-        return 0 if not gap or gap.isspace() else len(gap.translate(None, NOT_COUNTED))
-
     # -- units -------------------------------------------------------------------------
-
-    def _units(self, children: Iterable[Node]) -> list[_Unit]:
-        rules = self.rules
-        attached = rules.attached
-        wrappers = rules.wrappers
-        spec_of = rules.spec
-        plain = self._plain
-        src = self.src
-        units: list[_Unit] = []
-        append = units.append
-        pending: list[Node] = []
-        prev_end = -1
-        todo = list(children)
-        todo.reverse()
-        while todo:
-            c = todo.pop()
-            if not pending:
-                kind_id = c.kind_id
-                is_plain = plain.get(kind_id)
-                if is_plain is None:
-                    is_plain = plain[kind_id] = rules.plain(c)
-                if is_plain:  # the common case: code that is no definition
-                    s0, e0 = c.start_byte, c.end_byte
-                    size = (
-                        len(src[s0:e0].translate(None, NOT_COUNTED))
-                        if e0 - s0 <= _DIRECT
-                        else self._size(s0, e0)
-                    )
-                    append(_Unit(s0, e0, c, None, None, size))
-                    prev_end = e0
-                    continue
-            t = c.type
-            if t == "ERROR" and c.child_count:
-                # syntax error: tree-sitter's recovered pieces are units of their own
-                todo.extend(reversed(c.children))
-                continue
-            if t in attached:
-                if prev_end >= 0 and src.count(b"\n", prev_end, c.start_byte) == 0:
-                    # a trailing comment on the line of the code before it
-                    units.append(self._glue(c))
-                else:
-                    pending.append(c)
-                continue
-            spec = spec_of(c, t)
-            defn: Node | None = c if spec is not None else None
-            if spec is None and t in wrappers:
-                defn = rules.unwrap(c)
-                if defn is not None:
-                    spec = rules.spec(defn)
-            if spec is not None and defn is not None and not _declares_only(defn):
-                comments: tuple[Node, ...] = ()
-                if pending:  # the comments right above it (no blank line between) are its
-                    k = len(pending)
-                    pos = c.start_byte
-                    while k > 0 and src.count(b"\n", max(pending[k - 1].end_byte - 1, 0), pos) <= 1:
-                        k -= 1
-                        pos = pending[k].start_byte
-                    for p in pending[:k]:
-                        units.append(self._glue(p))
-                    comments = tuple(pending[k:])
-                start = comments[0].start_byte if comments else c.start_byte
-                size = self._size(start, c.end_byte)
-                if comments and size > self.budget:
-                    alone = self._size(c.start_byte, c.end_byte)
-                    if alone <= self.budget:
-                        # never cut a definition that fits for the sake of its comments
-                        units.extend(self._glue(p) for p in comments)
-                        comments, start, size = (), c.start_byte, alone
-                units.append(_Unit(start, c.end_byte, c, defn, spec, size, comments))
-            else:
-                for p in pending:
-                    units.append(self._glue(p))
-                units.append(self._glue(c))
-            if pending:
-                pending = []
-            prev_end = c.end_byte
-        for p in pending:
-            units.append(self._glue(p))
-        return units
-
-    def _glue(self, c: Node) -> _Unit:
-        return _Unit(c.start_byte, c.end_byte, c, None, None, self._size(c.start_byte, c.end_byte))
-
-    def _expand(self, u: _Unit) -> list[Node]:
-        """The children that make up a definition unit, with its body opened."""
-        out: list[Node] = list(u.comments)
-        assert u.defn is not None and u.node is not None
-        self._flatten_to(u.node, u.defn, out, 0)
-        return out
-
-    def _flatten_to(self, node: Node, target: Node, out: list[Node], depth: int) -> None:
-        if node.id == target.id or depth > 6:
-            body = body_of(target)
-            body_id = body.id if body is not None else -1
-            flatten = self.rules.flatten
-            for c in node.children:
-                if c.id != body_id:
-                    out.append(c)
-                elif not flatten:
-                    out.extend(c.children)
-                else:
-                    for b in c.children:
-                        if b.type in flatten:
-                            out.extend(b.children)
-                        else:
-                            out.append(b)
-            return
-        done = False
-        for c in node.children:
-            if (
-                not done
-                and c.start_byte <= target.start_byte
-                and target.end_byte <= c.end_byte
-                and (c.id == target.id or c.child_count > 0)
-            ):
-                self._flatten_to(c, target, out, depth + 1)
-                done = True
-            else:
-                out.append(c)
 
     # -- layout ------------------------------------------------------------------------
 
-    def _layout(self, units: list[_Unit], lo: int, hi: int, ctx: _Ctx) -> None:
+    def _layout(
+        self, units: list[Unit], lo: int, hi: int, ctx: _Ctx, *, header_end: int = -1
+    ) -> None:
         """Tile ``[lo, hi)`` with segments of ``units`` and schedule them, in order.
 
         Glue over the budget is opened in place (its children, or its lines) so that
-        its small pieces merge with their neighbours across levels, as cAST does.
+        its small pieces merge with their neighbours across levels, as cAST does.  Glue
+        that begins on the line where a segment ends (``} // namespace x``) joins it: a
+        line is never cut between two pieces.  A first segment of nothing but a scope's
+        header (units ending by ``header_end``: ``namespace llvm {``) begins the next one.
         """
         budget = self.budget
         merge = self.merge
+        src = self.src
         segs: list[_Seg] = []
         cur: _Seg | None = None
         work = units[::-1]
         while work:
             u = work.pop()
             spec = u.spec
+            if spec is not None and not spec.kind:
+                # ``#ifdef``, ``extern "C" {``: no scope of their own, so what they hold
+                # is laid out here, among their neighbours; around no definition, glue
+                if self._members(u) or u.size > budget:
+                    assert u.inner is not None
+                    work.extend(reversed(u.inner))
+                    continue
+                u = Unit(u.start, u.end, u.node, None, None, u.size, u.comments)
+                spec = None
             if spec is not None and not (
                 merge and spec.mode in ("leaf", "nest") and u.size <= budget
             ):
@@ -349,10 +190,11 @@ class CodeSplitter:
                 segs.append(_Seg("def", [u], u.size))
                 continue
             node = u.node
-            if u.spec is None and node is not None and not node.is_named and segs:
+            same_line = bool(segs) and src.count(b"\n", segs[-1].units[-1].end, u.start) == 0
+            if u.spec is None and segs and (same_line or closing(node)):
                 last = segs[-1]
-                # a closing token joins what comes before it; an oversized definition
-                # is split anyway, and its last piece takes the token
+                # a closing token or the rest of a line joins what comes before it; an
+                # oversized definition is split anyway, and its last piece takes it
                 if last.size + u.size <= budget or (last.kind == "def" and last.size > budget):
                     last.units.append(u)
                     last.size += u.size
@@ -374,44 +216,38 @@ class CodeSplitter:
         if not segs:
             stack.append((None, lo, hi, ctx))
             return
+        if len(segs) > 1 and segs[0].kind == "glue" and segs[0].units[-1].end <= header_end:
+            del segs[0]  # the next segment starts at lo
         # each segment runs from its first unit to the next segment's (the first from lo,
-        # the last to hi); pushed in reverse, so that they run in file order
+        # the last to hi; a scope's from after its header, see _header_cut); pushed in
+        # reverse, so that they run in file order
         b = hi
         for i in range(len(segs) - 1, -1, -1):
             seg = segs[i]
             a = lo if i == 0 else seg.units[0].start
+            if i > 0 and seg.kind == "def" and segs[i - 1].kind == "glue":
+                a = max(a, self._header_cut(seg.units[0], segs[i - 1].size))
             stack.append((seg, a, b, ctx))
             b = a
 
-    def _open(self, u: _Unit) -> list[_Unit] | None:
-        """The pieces of an oversized unit: its children (and the text between), or lines."""
-        node = u.node
-        if node is None or node.child_count == 0:
-            pieces = self._text_units(u.start, u.end)
-            return pieces if len(pieces) > 1 else None
-        out: list[_Unit] = []
-        src = self.src
-        pos = u.start
-        for c in self._units(node.children):
-            if c.start > pos and not src[pos : c.start].isspace():
-                out.extend(self._text_units(pos, c.start))
-            out.append(c)
-            if c.end > pos:
-                pos = c.end
-        if u.end > pos and not src[pos : u.end].isspace():
-            out.extend(self._text_units(pos, u.end))
-        return out
-
-    def _text_units(self, a: int, b: int) -> list[_Unit]:
-        """Runs of text in ``[a, b)`` cut at lines (and at whitespace in long lines)."""
-        bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
-        out = []
-        for i in range(len(bounds) - 1):
-            x, y = bounds[i], bounds[i + 1]
-            size = self._size(x, y)
-            if size:
-                out.append(_Unit(x, y, None, None, None, size))
-        return out
+    def _header_cut(self, u: Unit, before: int) -> int:
+        """Where a scope with members (``namespace llvm {``) begins when its header joins
+        the glue before it (of ``before`` counted characters): no piece is only a header,
+        and the first member keeps its own first line.  -1 when it does not."""
+        spec, defn = u.spec, u.defn
+        if spec is None or defn is None or spec.mode != "scope":
+            return -1
+        end = self._header_end(defn)
+        if end < 0 or before + self._size(u.start, end) > self.budget:
+            return -1
+        inner = self._members(u)
+        if not inner:
+            return -1
+        first = next((x for x in inner if x.end > end), None)
+        if first is not None and first.spec is not None:  # namespace a { namespace b {
+            inner_end = self._header_cut(first, before + self._size(u.start, end))
+            return max(end, inner_end)
+        return end
 
     def _emit(self, p: Piece) -> None:
         par = p.parent
@@ -497,16 +333,16 @@ class CodeSplitter:
             kind = "method"
         return kind, self._qualify(scope, name)
 
-    def _definition(self, u: _Unit, a: int, b: int, ctx: _Ctx, core_end: int) -> None:
+    def _definition(self, u: Unit, a: int, b: int, ctx: _Ctx, core_end: int) -> None:
         spec = u.spec
         defn = u.defn
         assert spec is not None and defn is not None
         name = name_of(defn, self.src)
         kind, symbol = self._kind_symbol(spec, name, ctx.scope)
-        units: list[_Unit] | None = None
+        units: list[Unit] | None = None
         if spec.mode == "class" or spec.mode == "scope":
-            units = self._units(self._expand(u))
-            if _has_member_definitions(units):
+            units = u.inner if u.inner is not None else self._units(self._expand(u))
+            if has_member_definitions(units):
                 parent = ctx.parent
                 if spec.mode == "class":
                     header = Piece(
@@ -526,7 +362,8 @@ class CodeSplitter:
                 glue_kind = "block" if spec.mode == "class" else ctx.glue_kind
                 glue_symbol = symbol if spec.mode == "class" else ctx.glue_symbol
                 inner = _Ctx(_inner_scope(ctx, spec, kind, name), parent, glue_kind, glue_symbol)
-                self._layout(units, a, b, inner)
+                header_end = self._header_end(defn) if spec.mode == "scope" else -1
+                self._layout(units, a, b, inner, header_end=header_end)
                 return
         if a <= u.start and u.end <= b:  # sizes add up: the unit's own is known
             size = self._gap_size(a, u.start) + u.size + self._gap_size(u.end, b)
@@ -562,7 +399,7 @@ class CodeSplitter:
             units, a, b, _Ctx(_inner_scope(ctx, spec, kind, name), anchor, glue_kind, symbol)
         )
 
-    def _header_text(self, u: _Unit, units: list[_Unit]) -> str:
+    def _header_text(self, u: Unit, units: list[Unit]) -> str:
         """A class header: its own text with each member definition cut to its signature."""
         src = self.src
         parts: list[bytes] = []
@@ -588,12 +425,3 @@ def _inner_scope(ctx: _Ctx, spec: DefSpec, kind: str, name: str) -> Scope:
     if spec.kind and (name or spec.mode != "scope"):
         return (*ctx.scope[1 - _MAX_SCOPE :], (kind, name, spec.mode))
     return ctx.scope
-
-
-def _has_member_definitions(units: list[_Unit]) -> bool:
-    # a loop, not any(generator): closing a generator that stopped early raises
-    # GeneratorExit in it, which costs more than the test (this runs once per class)
-    for x in units:  # noqa: SIM110
-        if x.spec is not None and x.spec.kind:
-            return True
-    return False

@@ -83,7 +83,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 11: a C/C++ forward declaration (``class Tensor;``) is module code, not a definition.
 #: 12: a ``.h`` file's C++ markers are looked for outside its comments.
 #: 13: C, C++ and CUDA references: calls, types, bases, ``#include``, variables' classes.
-CHUNKER_VERSION = 13
+#: 14: no chunk is only ``namespace x {`` or the rest of a line; ``#ifdef`` is laid out in place.
+CHUNKER_VERSION = 14
 
 
 def content_hash(text: str) -> ContentHash:
