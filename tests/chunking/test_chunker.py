@@ -295,6 +295,31 @@ def test_definitions_in_every_language(
     assert all(c.language != "text" for c in chunks)
 
 
+def test_cpp_operators_are_named(count_tokens: CountTokens, check: Checker) -> None:
+    """A C++ operator is named for itself, whatever its declarator: ``D& operator=``
+    (a reference declarator names no field), ``explicit operator bool``, ``D* operator->``,
+    ``D& D::operator+=``; none is named for its class (``defs DenseMap`` listed them)."""
+    src = (
+        b"namespace llvm {\nclass DenseMap {\npublic:\n"
+        b"  DenseMap& operator=(const DenseMap& o) { copyFrom(o); return *this; }\n"
+        b"  bool operator==(const DenseMap& o) const { return true; }\n"
+        b"  explicit operator bool() const { return true; }\n"
+        b"  DenseMap *operator->() { return this; }\n"
+        b"  const int &get() const { return x; }\n};\n"
+        b"DenseMap &DenseMap::operator+=(const DenseMap& b) { return *this; }\n}\n"
+    )
+    chunks = chunk("dense_map.h", src, count_tokens=count_tokens)
+    check(src, chunks, 1500)
+    assert defs(chunks) == [
+        ("method", "llvm::DenseMap::operator="),
+        ("method", "llvm::DenseMap::operator=="),
+        ("method", "llvm::DenseMap::operator bool"),
+        ("method", "llvm::DenseMap::operator->"),
+        ("method", "llvm::DenseMap::get"),
+        ("function", "llvm::DenseMap::operator+="),
+    ]
+
+
 def test_doc_comments_become_docstrings(count_tokens: CountTokens) -> None:
     """JSDoc, Go and Rust doc comments stay with their definition and fill ``docstring``."""
     js = chunk(

@@ -33,7 +33,8 @@ from codechunkd.chunking._units import (
     has_member_definitions,
 )
 from codechunkd.chunking.cuts import line_cuts, nws_size, truncate
-from codechunkd.chunking.rules import DefSpec, Rules, body_of, name_of
+from codechunkd.chunking.names import name_of
+from codechunkd.chunking.rules import DefSpec, Rules, body_of
 from codechunkd.chunking.signatures import signature_bytes
 
 __all__ = ["Anchor", "CodeSplitter", "Piece"]

@@ -61,8 +61,9 @@ from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.macros import blank_export_macros
+from codechunkd.chunking.names import MAX_NAME
 from codechunkd.chunking.references import Ref, extract
-from codechunkd.chunking.rules import MAX_NAME, Rules, body_of, rules_for
+from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
 from codechunkd.config.settings import ChunkingSettings
 from codechunkd.errors import ChunkingError
@@ -84,7 +85,8 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 12: a ``.h`` file's C++ markers are looked for outside its comments.
 #: 13: C, C++ and CUDA references: calls, types, bases, ``#include``, variables' classes.
 #: 14: no chunk is only ``namespace x {`` or the rest of a line; ``#ifdef`` is laid out in place.
-CHUNKER_VERSION = 14
+#: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
+CHUNKER_VERSION = 15
 
 
 def content_hash(text: str) -> ContentHash:
