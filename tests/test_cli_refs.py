@@ -55,6 +55,9 @@ def test_defs_refs_and_map_answer_from_the_references_table(
     missing = _run("refs", "unused", *where)
     assert missing.returncode == 0 and not missing.stdout
     assert "no uses of 'unused' in the index" in missing.stderr
+    missing = _run("refs", "Parser.parse", *where)  # no such class: the name is not defined
+    assert missing.returncode == 0 and not missing.stdout
+    assert "no definition of 'Parser.parse' in the index" in missing.stderr
     assert _run("defs", "nothing_named_so", *where, "--json").stdout.strip() == "[]"
     done = _run("map", *where, "--budget", "60", "--json")
     assert done.returncode == 0, done.stderr

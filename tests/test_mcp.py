@@ -239,7 +239,8 @@ def test_definition_and_references_give_ids_read_chunks_reads(
 ) -> None:
     """``definition`` finds haversine, ``references`` its caller (``exact``: same file) and
     what the caller calls, ``read_chunks`` reads the caller by the id given, ``repo_map``
-    lists geo.py's signatures; a name too long and a budget of 0 are tool errors."""
+    lists geo.py's signatures; no uses of a defined name and of a name the index does not
+    define are said apart; a name too long and a budget of 0 are tool errors."""
 
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
@@ -254,6 +255,10 @@ def test_definition_and_references_give_ids_read_chunks_reads(
             assert [(u["name"], u["resolved"]) for u in callees["uses"]] == [("haversine", "exact")]
             files = ok(await call(s, "repo_map", budget=200))["files"]
             assert files[0]["path"] == "pkg/geo.py"
+            for name, said in (("Point", "no uses of Point"), ("Pointe", "no definition of")):
+                found = await call(s, "references", name=name)
+                assert not found.is_error and ok(found)["uses"] == []
+                assert said in text(found), text(found)
             assert (await call(s, "definition", name="x" * 401)).is_error
             assert (await call(s, "repo_map", budget=0)).is_error
 

@@ -83,8 +83,9 @@ def cmd_refs(args: argparse.Namespace) -> int:
         )
     lines = [_use_line(u, target=args.callees) for u in uses]
     _print(args, reference_dicts(uses), lines)
-    if not uses:
-        _none(args, "callees" if args.callees else "uses")
+    if not uses:  # a name the index does not define is said so (a typo, an inherited member)
+        defined = index.definitions(args.name, repo=args.repo)
+        _none(args, "definition" if not defined else "callees" if args.callees else "uses")
     return 0
 
 
