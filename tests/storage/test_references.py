@@ -595,3 +595,37 @@ def test_a_guess_by_name_names_only_what_the_callers_language_can_call(
     assert callers("Stack.size") == {("app.py", "by-name")}
     assert callers("Queue.size") == {("web/app.js", "by-name")}
     assert callers("Buffer.size") == set()
+
+
+def test_a_member_asked_through_a_subclass_is_the_one_it_inherits(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``Child.fetch`` is not defined, ``Base.fetch`` is and ``Child`` inherits it (two
+    levels down too): definitions, references and callers of ``Child.fetch`` answer with
+    the base's, in Python and in C++ (``SmallVectorImpl::push_back``, which LLVM defines
+    in a base class); a name no class has stays unanswered."""
+    index = index_of(
+        repo,
+        indexer,
+        settings,
+        {
+            "net/base.py": "class Base:\n    def fetch(self, url):\n        return url\n",
+            "net/child.py": "from net.base import Base\n\n\nclass Child(Base):\n    pass\n\n\n"
+            "class Grandchild(Child):\n    pass\n",
+            "app.py": "from net.child import Child\n\n\ndef main():\n    c = Child()\n"
+            "    return c.fetch('x')\n",
+            "vec.h": "namespace llvm {\ntemplate <class T> class VecBase {\npublic:\n"
+            "  void push_back(const T &x) { grow(); }\n};\n"
+            "template <class T> class VecImpl : public VecBase<T> {\n};\n}\n",
+        },
+    )
+    for name in ("Child.fetch", "Grandchild.fetch"):
+        assert [(d.path, d.symbol) for d in index.definitions(name)] == [
+            ("net/base.py", "Base.fetch")
+        ], name
+    assert _callers(index, "Child.fetch") == {("main", "imported")}
+    assert [d.symbol for d in index.definitions("VecImpl::push_back")] == [
+        "llvm::VecBase::push_back"
+    ]
+    assert index.definitions("Child.missing") == []
+    assert index.definitions("Nobody.fetch") == []

@@ -13,13 +13,15 @@ One row per definition (``kind`` ``definition``: ``name`` is the last part of th
 name, ``qualifier`` the whole of it) and one per :class:`~codechunkd.chunking.references.Ref`
 of a chunk.  Rows carry the source, branch, commit and blob of their chunk, so they are
 exactly as fresh as it, and they are made from the chunk alone (no other file is read):
-content-addressed like the chunks, a file version always gets the same rows.
+content-addressed like the chunks, a file version always gets the same rows.  What the
+reference graph (storage/refgraph.py) reads back from them: a ``Definition``, a ``Use``.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +33,41 @@ from codechunkd.storage.refnames import short_name
 if TYPE_CHECKING:
     from codechunkd.git.changes import Head, Source
 
-__all__ = ["DEFINITION", "reference_rows", "replace_references"]
+__all__ = ["DEFINITION", "Definition", "Use", "reference_rows", "replace_references"]
 
 DEFINITION = "definition"
 """``kind`` of a definition row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A definition: a chunk that defines ``symbol``."""
+
+    chunk_id: str
+    source: str
+    path: str
+    language: str
+    symbol: str
+    """Qualified name (``Session.request``)."""
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One use of a name, and the definition it resolved to (if any) and how."""
+
+    chunk_id: str
+    """The chunk that uses the name."""
+    chunk_symbol: str
+    source: str
+    path: str
+    line: int
+    kind: str
+    name: str
+    qualifier: str
+    target: Definition | None
+    how: str
+    """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
 
 
 def reference_rows(

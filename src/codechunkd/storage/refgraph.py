@@ -28,11 +28,10 @@ import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from codechunkd.storage.refc import CFamily, CMemo
-from codechunkd.storage.references import DEFINITION
+from codechunkd.storage.references import DEFINITION, Definition, Use
 from codechunkd.storage.refnames import (
     BY_NAME,
     EXACT,
@@ -60,37 +59,6 @@ _REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx
 COLUMNS: Final = (
     "source path language chunk_id chunk_symbol kind name qualifier module line".split()  # noqa: SIM905
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Definition:
-    """A definition: a chunk that defines ``symbol``."""
-
-    chunk_id: str
-    source: str
-    path: str
-    language: str
-    symbol: str
-    """Qualified name (``Session.request``)."""
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class Use:
-    """One use of a name, and the definition it resolved to (if any) and how."""
-
-    chunk_id: str
-    """The chunk that uses the name."""
-    chunk_symbol: str
-    source: str
-    path: str
-    line: int
-    kind: str
-    name: str
-    qualifier: str
-    target: Definition | None
-    how: str
-    """``exact``, ``imported`` or ``by-name`` (``""`` when unresolved)."""
 
 
 SKELETON: Final = (DEFINITION, "import", "inherit")
@@ -261,24 +229,31 @@ class RefGraph(CFamily):
 
     def definitions(self, name: str, sources: set[str] | None = None) -> list[Definition]:
         """Definitions of ``name``: a bare name matches the last part of a qualified one,
-        a qualified name (``Session.request``) its end."""
+        a qualified name (``Session.request``) its end, or else the member its class
+        inherits (``SmallVectorImpl::push_back``: the nearest base's)."""
+        rows = self._named(name, sources)
         short = short_name(name)
-        qualified = name != short
+        if not rows and name != short:
+            owner = name[: -len(short)].rstrip(".:")
+            for j in self._named(owner, sources):
+                rows += self._inherited(j, self._sym[j], short, 0)
+        return sorted(map(self.definition, dict.fromkeys(rows)), key=lambda d: (d.path, d.line))
+
+    def _named(self, name: str, sources: set[str] | None) -> list[int]:
+        short = short_name(name)
         asked = canonical(name, short)
-        out = []
-        for i in self.defs_by_name.get(short, ()):
-            if sources is not None and self._src[i] not in sources:
-                continue
-            q, cq = self._qual[i], self._sym[i]
-            if qualified and not (
-                q == name
+        return [
+            i
+            for i in self.defs_by_name.get(short, ())
+            if (sources is None or self._src[i] in sources)
+            and (
+                name == short
+                or (q := self._qual[i]) == name
                 or q.endswith(("." + name, "::" + name))
-                or cq == asked
+                or (cq := self._sym[i]) == asked
                 or cq.endswith("." + asked)
-            ):
-                continue
-            out.append(self.definition(i))
-        return sorted(out, key=lambda d: (d.path, d.line))
+            )
+        ]
 
     def resolve(self, i: int) -> tuple[list[int], str]:
         """The definition rows the use row ``i`` can mean, and how it was resolved

@@ -132,7 +132,12 @@ class ReferenceQueries:
         return {s.source.id for s in self.store.states() if s.source.repo == repo}
 
     def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
-        return self._named(name).definitions(name, self._sources(repo))
+        found = self._named(name).definitions(name, self._sources(repo))
+        snap = self.store.references_snapshot()
+        if found or name == short_name(name) or snap is None:
+            return found
+        # ``Child.fetch`` that ``Child`` inherits: the skeleton has every class and base
+        return self._kept(snap)[0].definitions(name, self._sources(repo))
 
     def _named(self, name: str) -> RefGraph:
         """A graph that holds the definitions of ``name``: one kept, while of the latest
