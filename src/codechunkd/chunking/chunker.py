@@ -47,7 +47,7 @@ import inspect
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, make_dataclass
 from itertools import chain
 from operator import attrgetter
@@ -69,12 +69,20 @@ from codechunkd.config.settings import ChunkingSettings
 from codechunkd.errors import ChunkingError
 from codechunkd.types import ContentHash
 
-__all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk", "chunk_many", "content_hash"]
+__all__ = [
+    "CHUNKER_VERSION",
+    "LANGUAGE_VERSIONS",
+    "Chunk",
+    "CountTokens",
+    "chunk",
+    "chunk_many",
+    "content_hash",
+]
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 
-#: Bump when chunk boundaries, embed texts or the references a chunk records change:
-#: indexed rows are rebuilt.
+#: Bump when chunk boundaries, embed texts or the references a chunk records change in
+#: every language: indexed rows are rebuilt (for one language's, see LANGUAGE_VERSIONS).
 #: 5: Go and TypeScript variables get their class (``binds``: receivers, parameters, ``new``).
 #: 6: Rust: calls in macros' tokens, types named in paths (``Kind::Bell``), ``use m::{self}``.
 #: 7: Java and Rust variables get their class (``binds``); Java class names as qualifiers.
@@ -87,6 +95,12 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 14: no chunk is only ``namespace x {`` or the rest of a line; ``#ifdef`` is laid out in place.
 #: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
 CHUNKER_VERSION = 15
+
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
+"""Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
+re-chunks the files it read as that language, the others stay.  A change to which
+language a file is read as bumps the language it was read as before.  Folded into
+CHUNKER_VERSION (and emptied) when that is bumped."""
 
 
 def content_hash(text: str) -> ContentHash:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from codechunkd import logs
-from codechunkd.chunking.chunker import CHUNKER_VERSION
+from codechunkd.chunking.chunker import CHUNKER_VERSION, LANGUAGE_VERSIONS
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import (
     REFUSALS,
@@ -38,8 +38,12 @@ from codechunkd.storage.store import IndexStore, SourceState
 log = logs.get_logger("codechunkd.sync")
 
 
-def fingerprint(settings: Settings, model_id: str) -> str:
-    """Hash of everything that shapes a source's rows: when it changes, rows are rebuilt."""
+def fingerprint(
+    settings: Settings, model_id: str, languages: Mapping[str, int] = LANGUAGE_VERSIONS
+) -> str:
+    """Hash of everything that shapes a source's rows: when it changes, rows are rebuilt;
+    then ``;lang=N,…``, the chunker's own version of each language that has one, which
+    rebuilds only that language's files (``stale``)."""
     s = settings
     parts = [
         f"chunker={CHUNKER_VERSION}",
@@ -52,7 +56,33 @@ def fingerprint(settings: Settings, model_id: str) -> str:
         f"exc={s.files.exclude}",
         f"gen={s.files.skip_generated and GENERATED_RULES}",
     ]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    base = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    versions = ",".join(f"{lang}={v}" for lang, v in sorted(languages.items()))
+    return f"{base};{versions}" if versions else base
+
+
+ALL: Final = frozenset({"*"})
+"""``stale``'s answer when every file is to be rebuilt."""
+
+
+def stale(recorded: str, current: str) -> frozenset[str]:
+    """The languages whose indexed rows the fingerprint ``current`` no longer matches
+    (``recorded`` is the state's): :data:`ALL` when the settings, the model or the chunker
+    of every language changed, else those whose version differs; empty when none."""
+    if recorded == current:
+        return frozenset()
+    base, _, langs = recorded.partition(";")
+    now_base, _, now_langs = current.partition(";")
+    if base != now_base:
+        return ALL
+    was, now = _versions(langs), _versions(now_langs)
+    return frozenset(lang for lang in was.keys() | now.keys() if was.get(lang) != now.get(lang))
+
+
+def _versions(text: str) -> dict[str, str]:
+    """``c=1,cpp=2`` as {language: version}."""
+    pairs = (part.partition("=") for part in text.split(",") if part)
+    return {lang: version for lang, _, version in pairs}
 
 
 def up_to_date(git: GitSource, recorded: Mapping[str, Any] | None, fingerprint: str) -> bool:
@@ -132,13 +162,16 @@ def change_set(
 def plan(
     changes: ChangeSet,
     manifest: dict[str, FileRecord],
-    stale_settings: bool,
+    stale_languages: frozenset[str],
     report: SyncReport,
     *,
     matcher: Matcher,
     store: IndexStore,
 ) -> tuple[list[FileVersion], list[str], set[str]]:
     """(files to index, paths to delete, paths that may have rows in the index).
+
+    ``stale_languages`` (``stale``): the files indexed as those languages (any, for
+    :data:`ALL`) are indexed again although their blob is the same.
 
     Rows of a path not in the manifest exist only after a crash, and a crash
     leaves the state pending, which makes the next sync full: a full sync
@@ -157,7 +190,8 @@ def plan(
             continue
         wanted.add(v.path)
         rec = manifest.get(v.path)
-        if rec is not None and rec.blob == v.blob and not stale_settings:
+        restale = "*" in stale_languages or (rec is not None and rec.language in stale_languages)
+        if rec is not None and rec.blob == v.blob and not restale:
             if v.blob == UNREADABLE:  # still unreadable: said again by every run
                 report.skipped["unreadable"] += 1
                 log.warning("file_unreadable", path=v.shown)

@@ -32,7 +32,7 @@ from codechunkd.pipeline.batches import FIRST_BATCH_FILES, BatchWriter
 from codechunkd.pipeline.fill import FillReport, VectorFill
 from codechunkd.pipeline.order import Rank, ranker
 from codechunkd.pipeline.order import order_rank as order_rank  # re-exported
-from codechunkd.pipeline.plan import change_set, fingerprint, in_order, plan
+from codechunkd.pipeline.plan import change_set, fingerprint, in_order, plan, stale
 from codechunkd.pipeline.progress import WRITING_TEXT, _Meter
 from codechunkd.pipeline.progress import Progress as Progress  # re-exported
 from codechunkd.pipeline.progress import SyncProgress as SyncProgress  # re-exported
@@ -131,11 +131,11 @@ class Syncer:
             self.store.ensure_embed_hash_index()
             self._hash_index = True
         state = self.store.state(source.id)
-        stale_settings = state is not None and state.fingerprint != self.fingerprint
+        stale_langs = stale(state.fingerprint, self.fingerprint) if state else frozenset()
         # a pending mark this process left for a fill alone: every file is written
         interrupted = state is not None and state.pending is not None
         interrupted = interrupted and source.id not in self._fill_marked
-        full = full or state is None or interrupted or stale_settings
+        full = full or state is None or interrupted or bool(stale_langs)
         if interrupted:
             self.remove_interrupted_writes()
         changes = change_set(git, state, paths, full)
@@ -149,7 +149,7 @@ class Syncer:
         )
         report.seed_skipped = self.seed_problem
         todo, deletes, known = plan(
-            changes, manifest, stale_settings, report, matcher=self.matcher, store=self.store
+            changes, manifest, stale_langs, report, matcher=self.matcher, store=self.store
         )
         del manifest
         todo, rank = in_order(git, todo, changes)
