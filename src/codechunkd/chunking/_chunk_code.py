@@ -151,8 +151,6 @@ class CodeSplitter(UnitReader):
             else:
                 self._definition(seg.units[0], a, b, ctx, seg.units[-1].end)
 
-    # -- units -------------------------------------------------------------------------
-
     # -- layout ------------------------------------------------------------------------
 
     def _layout(
