@@ -638,9 +638,10 @@ def test_chunk_many_raises_when_a_worker_is_killed_and_leaves_no_worker() -> Non
 
 
 def test_public_api() -> None:
-    """The module exports exactly its public names; the version is an int."""
+    """The module exports exactly its public names; the versions are ints."""
     assert set(chunker_module.__all__) == {
         "CHUNKER_VERSION",
+        "LANGUAGE_VERSIONS",
         "Chunk",
         "CountTokens",
         "chunk",
@@ -648,3 +649,4 @@ def test_public_api() -> None:
         "content_hash",
     }
     assert isinstance(CHUNKER_VERSION, int)
+    assert all(isinstance(v, int) for v in chunker_module.LANGUAGE_VERSIONS.values())
