@@ -29,11 +29,20 @@ from codechunkd.chunking.macros import blank_export_macros
             b"template <> struct TORCH_API hash<Key> {};",
             b"template <> struct           hash<Key> {};",
         ),
+        (
+            b"  LLVM_NODISCARD\n  char operator[](size_t I) const;\n  Q_OBJECT\npublic:\n",
+            b"  //            \n  char operator[](size_t I) const;\n  //      \npublic:\n",
+        ),
+        (
+            b'  LLVM_ATTRIBUTE_DEPRECATED(x, "use y")\n  void f();\n',
+            b"  //" + b" " * 35 + b"\n  void f();\n",
+        ),
     ],
 )
 def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes) -> None:
-    """Every byte keeps its offset; the macro words (and their arguments) turn to spaces,
-    attributes and the class's own name stay."""
+    """Every byte keeps its offset; the macro words (and their arguments) of a class head
+    turn to spaces, one alone on a line before a declaration (an attribute macro) to a line
+    comment; attributes and the class's own name stay."""
     assert blank_export_macros("cpp", source) == blanked
 
 
@@ -46,11 +55,18 @@ def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes)
         ("cpp", b"class AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA ;"),
         ("c", b"struct DNNL_API dnnl_memory { int x; };\n"),
         ("python", b"class API Foo: pass\n"),
+        (
+            "cpp",
+            b"enum E {\n  RED,\n  DARK_RED\n};\n#define X_Y\nX_Y;\nFOO_BAR(a, (b))\nFOO_BAR \\\n",
+        ),
+        ("c", b"  LLVM_NODISCARD\n  char f(void);\n"),
     ],
 )
 def test_what_no_macro_marks_is_left_as_it_is(language: str, source: bytes) -> None:
     """Forward declarations, a C variable of a struct type, unmarked classes, other
-    languages: the same bytes (the same object, nothing copied)."""
+    languages, an enum's last enumerator alone on its line before ``}``, a macro alone
+    but without an underscore or with nested parentheses, a line continued: the same bytes
+    (the same object, nothing copied)."""
     assert blank_export_macros(language, source) is source
 
 
@@ -86,3 +102,30 @@ def test_a_forward_declaration_defines_nothing() -> None:
     assert [k for k in kinds if k[0] not in ("module", "")] == [("class", "at::Foo")], kinds
     kinds = [(c.kind, c.symbol) for c in chunk("bar.c", b"struct bar;\nstruct bar { int x; };\n")]
     assert [k for k in kinds if k[0] == "struct"] == [("struct", "bar")], kinds
+
+
+def test_attribute_macros_on_their_own_lines_leave_the_class_whole() -> None:
+    """LLVM's ``StringRef``: ``LLVM_NODISCARD`` alone on the line before a method made the
+    grammar close the class there and read ``char operator[]`` as a function whose type is
+    the class; every later member was scoped under ``operator[]``. Blanked, the class keeps
+    its methods, its text as written."""
+    source = (
+        b"namespace llvm {\nclass StringRef {\npublic:\n"
+        b"  /// The length.\n  LLVM_NODISCARD\n  size_t size() const { return Length; }\n\n"
+        b"  LLVM_NODISCARD\n  char operator[](size_t Index) const {\n"
+        b"    return Data[Index];\n  }\n\n"
+        b"  LLVM_NODISCARD\n  std::string str() const {\n"
+        b"    return std::string(Data, Length);\n  }\n"
+        b"private:\n  const char *Data = nullptr;\n  size_t Length = 0;\n};\n}\n"
+    )
+    chunks = chunk("include/llvm/ADT/StringRef.h", source)
+    methods = {c.symbol for c in chunks if c.kind == "method"}
+    assert {
+        "llvm::StringRef::size",
+        "llvm::StringRef::operator[]",
+        "llvm::StringRef::str",
+    } <= methods, methods
+    assert not [c.symbol for c in chunks if "operator[]::" in c.symbol]
+    [size] = [c for c in chunks if c.symbol == "llvm::StringRef::size"]
+    assert size.content.startswith("/// The length.\n  LLVM_NODISCARD\n  size_t size() const")
+    assert size.docstring == "The length."

@@ -495,12 +495,13 @@ def test_build_output_is_indexed_when_asked_and_dropped_again(
 
 def test_a_languages_chunker_version_rebuilds_only_its_files(repo: Repo, indexer: Indexer) -> None:
     """An index made when the chunker's Go version was another (its state's fingerprint
-    says ``;go=7``) re-chunks its Go files at the next sync and leaves the Python file as
+    says ``go=7``) re-chunks its Go files at the next sync and leaves the Python file as
     it is; once done, the fingerprint is today's and a sync changes nothing.  Another
     settings hash (the budget, the chunker's version of every language) rebuilds all."""
     from dataclasses import replace
 
-    from codechunkd.pipeline.plan import ALL, stale
+    from codechunkd.chunking.chunker import LANGUAGE_VERSIONS
+    from codechunkd.pipeline.plan import ALL, fingerprint, stale
 
     repo.write("a.py", PY)
     repo.write("srv/main.go", "package main\n\nfunc main() {\n\tserve()\n}\n")
@@ -509,8 +510,11 @@ def test_a_languages_chunker_version_rebuilds_only_its_files(repo: Repo, indexer
     indexer.sync(repo.path)
     source = report_source(repo)
     state = indexer.store.state(source)
-    assert state is not None and ";" not in state.fingerprint  # no language has a version
-    indexer.store.put_state(replace(state, fingerprint=f"{state.fingerprint};go=7"))
+    syncer = indexer.syncer
+    assert state is not None and state.fingerprint == syncer.fingerprint
+    older = {**LANGUAGE_VERSIONS, "go": 7}
+    recorded = fingerprint(syncer.settings, syncer.embedder.model_id, older)
+    indexer.store.put_state(replace(state, fingerprint=recorded))
     report = indexer.sync(repo.path)
     assert (report.changed, report.unchanged, report.added, report.deleted) == (2, 1, 0, 0)
     assert report.embedded == 0  # the same chunks: every vector from the cache
@@ -518,7 +522,8 @@ def test_a_languages_chunker_version_rebuilds_only_its_files(repo: Repo, indexer
     again = indexer.sync(repo.path)
     assert (again.changed, again.unchanged) == (0, 3)
     fp = state.fingerprint
+    base = fp.partition(";")[0]
     assert stale(fp, fp) == frozenset()
-    assert stale(f"{fp};cpp=1,go=2", f"{fp};go=3,rust=1") == {"cpp", "go", "rust"}
-    assert stale(f"{fp};go=3", f"{'0' * 16};go=3") == ALL
+    assert stale(f"{base};cpp=1,go=2", f"{base};go=3,rust=1") == {"cpp", "go", "rust"}
+    assert stale(f"{base};go=3", f"{'0' * 16};go=3") == ALL
     assert stale("garbage;;=,=x", fp) == ALL  # a state's fingerprint is read, not trusted

@@ -60,7 +60,7 @@ from codechunkd.chunking import _guard
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
-from codechunkd.chunking.macros import blank_export_macros
+from codechunkd.chunking.macros import blank_export_macros, is_line_macro
 from codechunkd.chunking.names import MAX_NAME
 from codechunkd.chunking.references import Ref, extract
 from codechunkd.chunking.rules import Rules, body_of, rules_for
@@ -96,8 +96,10 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
 CHUNKER_VERSION = 15
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
-"""Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 1}
+"""cpp 1: a macro alone on its line (``LLVM_NODISCARD``) is read as a comment.
+
+Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
 language a file is read as bumps the language it was read as before.  Folded into
 CHUNKER_VERSION (and emptied) when that is bumped."""
@@ -570,6 +572,8 @@ def _docstring(src: bytes, body: Node | None, comments: tuple[Node, ...], rules:
         if c.type not in ("comment", "line_comment", "block_comment", "doc_comment"):
             continue
         text = src[c.start_byte : c.end_byte].decode("utf-8", "replace").strip()
+        if is_line_macro(text):  # ``LLVM_NODISCARD`` above a method: parsed as a comment
+            continue
         if text.endswith("*/"):
             text = text[:-2]
         for line in text.splitlines():

@@ -13,6 +13,13 @@ The macro is an upper-case word (or several, with or without arguments:
 definition can follow it with (``{``, ``:``, ``final``, ``<``). Nothing valid without a
 macro has that shape, so the macros are replaced by as many spaces: every byte keeps its
 offset, and the chunks' text, read from the original source, is unchanged.
+
+An attribute macro alone on its line before a declaration (``LLVM_NODISCARD``,
+``Q_OBJECT``: upper case with an underscore) made the grammar end a class early (LLVM's
+``StringRef`` closed at its first one, and its later methods were scoped under
+``operator[]``).  It becomes a line comment of its length (``//`` and spaces), so the
+declaration below takes the line as it takes a comment; ``is_line_macro`` keeps it out of
+the docstring.
 """
 
 from __future__ import annotations
@@ -27,21 +34,42 @@ _HEAD: Final = re.compile(  # the macros and attributes between the keyword and 
     rb"(?=[A-Za-z_]\w*\s*(?:final\b|:(?!:)|\{|<))" % (_ATTRIBUTE, _MACRO, _MACRO, _ATTRIBUTE)
 )
 _TOKEN: Final = re.compile(_ATTRIBUTE + rb"|" + _MACRO)
+#: A macro on a line of its own: an attribute before a declaration (``LLVM_NODISCARD``,
+#: ``Q_OBJECT``; upper case with an underscore, and the next line that is not blank begins
+#: a declaration: an enum's last ``DARK_RED`` before ``}`` is no macro), or a call that
+#: expands to declarations (``DEFINE_ISA_CONVERSION_FUNCTIONS(Binary, LLVMBinaryRef)``).
+_NAME: Final = rb"[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]"
+_LINE_MACRO: Final = _NAME + rb"(?:\([^()\n]*\))?"
+_ALONE: Final = re.compile(
+    rb"^[ \t]*(%s\([^()\n]*\)|%s(?=[ \t]*\n(?:[ \t]*\n)*[ \t]*[A-Za-z_~]))[ \t]*$" % (_NAME, _NAME),
+    re.M,
+)
+_MACRO_TEXT: Final = re.compile(_LINE_MACRO.decode())
 LANGUAGES: Final = frozenset({"cpp"})
+
+
+def is_line_macro(text: str) -> bool:
+    """``text`` (a comment's, as the file has it) is an attribute macro that
+    ``blank_export_macros`` made a comment: no comment of the file's own."""
+    return _MACRO_TEXT.fullmatch(text) is not None
 
 
 def blank_export_macros(language: str, source: bytes) -> bytes:
     """``source`` with the export macros of its class heads turned to spaces (the same
     length); other languages' sources, and sources with none, are returned as they are."""
-    if language not in LANGUAGES or (b"class" not in source and b"struct" not in source):
+    if language not in LANGUAGES:
         return source
-    out: bytearray | None = None
-    for head in _HEAD.finditer(source):
-        for token in _TOKEN.finditer(source, *head.span(1)):
-            if token.group().startswith(b"[["):
-                continue
-            if out is None:
-                out = bytearray(source)
-            start, end = token.span()
-            out[start:end] = re.sub(rb"\S", b" ", source[start:end])
-    return source if out is None else bytes(out)
+    spans = []
+    if b"class" in source or b"struct" in source:
+        for head in _HEAD.finditer(source):
+            tokens = _TOKEN.finditer(source, *head.span(1))
+            spans += [t.span() for t in tokens if not t.group().startswith(b"[[")]
+    alone = [m.span(1) for m in _ALONE.finditer(source)]
+    if not spans and not alone:
+        return source
+    out = bytearray(source)
+    for start, end in spans:
+        out[start:end] = re.sub(rb"\S", b" ", source[start:end])
+    for start, end in alone:  # a line comment: the declaration below takes the line
+        out[start:end] = b"//" + re.sub(rb"\S", b" ", source[start + 2 : end])
+    return bytes(out)

@@ -119,7 +119,7 @@ def _find_name(node: Node, src: bytes, depth: int) -> str:
         if decl.type in _NAME_TYPES:
             return _text(decl, src)
         if decl.type == "operator_cast" and (cast := decl.child_by_field_name("type")):
-            return f"operator {_text(cast, src)}"  # ``operator bool() const``
+            return f"operator {_text(cast, src).rsplit('::', 1)[-1]}"  # ``operator bool()``
         return _find_name(decl, src, depth + 1)
     for c in node.named_children:
         if c.type in _NAME_TYPES:
