@@ -297,13 +297,15 @@ def test_definitions_in_every_language(
 
 def test_cpp_operators_are_named(count_tokens: CountTokens, check: Checker) -> None:
     """A C++ operator is named for itself, whatever its declarator: ``D& operator=``
-    (a reference declarator names no field), ``explicit operator bool``, ``D* operator->``,
+    (a reference declarator names no field), ``explicit operator bool``, ``operator
+    std::string_view`` (its type's last part), ``D* operator->``,
     ``D& D::operator+=``; none is named for its class (``defs DenseMap`` listed them)."""
     src = (
         b"namespace llvm {\nclass DenseMap {\npublic:\n"
         b"  DenseMap& operator=(const DenseMap& o) { copyFrom(o); return *this; }\n"
         b"  bool operator==(const DenseMap& o) const { return true; }\n"
         b"  explicit operator bool() const { return true; }\n"
+        b"  operator std::string_view() const { return {}; }\n"
         b"  DenseMap *operator->() { return this; }\n"
         b"  const int &get() const { return x; }\n};\n"
         b"DenseMap &DenseMap::operator+=(const DenseMap& b) { return *this; }\n}\n"
@@ -314,6 +316,7 @@ def test_cpp_operators_are_named(count_tokens: CountTokens, check: Checker) -> N
         ("method", "llvm::DenseMap::operator="),
         ("method", "llvm::DenseMap::operator=="),
         ("method", "llvm::DenseMap::operator bool"),
+        ("method", "llvm::DenseMap::operator string_view"),  # short names split at ::
         ("method", "llvm::DenseMap::operator->"),
         ("method", "llvm::DenseMap::get"),
         ("function", "llvm::DenseMap::operator+="),
