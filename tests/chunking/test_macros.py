@@ -34,6 +34,18 @@ from codechunkd.chunking.macros import blank_export_macros
             b"  //            \n  char operator[](size_t I) const;\n  //      \npublic:\n",
         ),
         (
+            b"  V8_INLINE bool operator==(const Local<S>& that) const;\n",
+            b"            bool operator==(const Local<S>& that) const;\n",
+        ),
+        (
+            b"  static V8_WARN_UNUSED_RESULT MaybeLocal<Value> New(Local<Context> c, double t);\n",
+            b"  static                       MaybeLocal<Value> New(Local<Context> c, double t);\n",
+        ),
+        (
+            b"TORCH_API C10_NODISCARD at::Tensor add(const Tensor& a);\n",
+            b"                        at::Tensor add(const Tensor& a);\n",
+        ),
+        (
             b'  LLVM_ATTRIBUTE_DEPRECATED(x, "use y")\n  void f();\n',
             b"  //" + b" " * 35 + b"\n  void f();\n",
         ),
@@ -41,8 +53,8 @@ from codechunkd.chunking.macros import blank_export_macros
 )
 def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes) -> None:
     """Every byte keeps its offset; the macro words (and their arguments) of a class head
-    turn to spaces, one alone on a line before a declaration (an attribute macro) to a line
-    comment; attributes and the class's own name stay."""
+    or before a function's type and name turn to spaces, one alone on a line before a
+    declaration (an attribute macro) to a line comment; attributes and names stay."""
     assert blank_export_macros("cpp", source) == blanked
 
 
@@ -60,13 +72,15 @@ def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes)
             b"enum E {\n  RED,\n  DARK_RED\n};\n#define X_Y\nX_Y;\nFOO_BAR(a, (b))\nFOO_BAR \\\n",
         ),
         ("c", b"  LLVM_NODISCARD\n  char f(void);\n"),
+        ("cpp", b"LARGE_INTEGER GetValue();\n  FOO_BAR x = y(1);\nTEST_F(FooTest, Bar) {\n}\n"),
     ],
 )
 def test_what_no_macro_marks_is_left_as_it_is(language: str, source: bytes) -> None:
     """Forward declarations, a C variable of a struct type, unmarked classes, other
     languages, an enum's last enumerator alone on its line before ``}``, a macro alone
-    but without an underscore or with nested parentheses, a line continued: the same bytes
-    (the same object, nothing copied)."""
+    but without an underscore or with nested parentheses, a line continued, an upper-case
+    type before a function's name alone, a statement, a test macro: the same bytes (the
+    same object, nothing copied)."""
     assert blank_export_macros(language, source) is source
 
 

@@ -96,8 +96,9 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
 CHUNKER_VERSION = 15
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 1}
-"""cpp 1: a macro alone on its line (``LLVM_NODISCARD``) is read as a comment.
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 2}
+"""cpp 1: a macro alone on its line (``LLVM_NODISCARD``) is read as a comment; 2: one before
+a function's type and name (``V8_INLINE bool f(``) as spaces.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

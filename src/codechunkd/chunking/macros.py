@@ -19,7 +19,9 @@ An attribute macro alone on its line before a declaration (``LLVM_NODISCARD``,
 ``StringRef`` closed at its first one, and its later methods were scoped under
 ``operator[]``).  It becomes a line comment of its length (``//`` and spaces), so the
 declaration below takes the line as it takes a comment; ``is_line_macro`` keeps it out of
-the docstring.
+the docstring.  Attribute macros that begin a line before a function's type and name
+(``V8_INLINE bool operator==(``) turn to spaces: 58 of the 90 headers of V8 and cppgc
+had a parse error, 29 now.
 """
 
 from __future__ import annotations
@@ -44,8 +46,25 @@ _ALONE: Final = re.compile(
     rb"^[ \t]*(%s\([^()\n]*\)|%s(?=[ \t]*\n(?:[ \t]*\n)*[ \t]*[A-Za-z_~]))[ \t]*$" % (_NAME, _NAME),
     re.M,
 )
+#: Attribute macros that begin a function's declaration on its line, after the storage
+#: words: ``V8_INLINE bool operator==(``, ``static V8_WARN_UNUSED_RESULT MaybeLocal<T> New(``,
+#: ``TORCH_API at::Tensor add(``; a type and a name must follow them (``LARGE_INTEGER f(``
+#: is a type and a function, kept).
+_LEAD: Final = re.compile(
+    rb"^[ \t]*(?:(?:static|inline|virtual|explicit|friend|constexpr|extern)[ \t]+)*"
+    rb"(%s(?:[ \t]+%s)*)[ \t]+([A-Za-z_~](?:[^\n(;={}]|(?<=operator)[^\w\s(]{1,3})*)\("
+    % (_LINE_MACRO, _LINE_MACRO),
+    re.M,
+)
+_WORD: Final = re.compile(rb"[A-Za-z_~][\w]*")
 _MACRO_TEXT: Final = re.compile(_LINE_MACRO.decode())
 LANGUAGES: Final = frozenset({"cpp"})
+
+
+def _declares(rest: bytes) -> bool:
+    """What follows the macros up to ``(`` is a type and a name (or an operator)."""
+    words = _WORD.findall(rest)
+    return b"operator" in words or len([w for w in words if w != b"const"]) >= 2
 
 
 def is_line_macro(text: str) -> bool:
@@ -65,6 +84,7 @@ def blank_export_macros(language: str, source: bytes) -> bytes:
             tokens = _TOKEN.finditer(source, *head.span(1))
             spans += [t.span() for t in tokens if not t.group().startswith(b"[[")]
     alone = [m.span(1) for m in _ALONE.finditer(source)]
+    spans += [m.span(1) for m in _LEAD.finditer(source) if _declares(m.group(2))]
     if not spans and not alone:
         return source
     out = bytearray(source)
