@@ -9,7 +9,7 @@ from tests.conftest import Indexer, Repo
 from tests.storage.test_references import index_of
 
 from codechunkd.config import Settings
-from codechunkd.storage.reader import Index
+from codechunkd.storage.reader import Index, open_index
 
 SHAPE_H = """#pragma once
 
@@ -145,7 +145,8 @@ def test_an_include_leads_through_a_header_that_only_declares(
     """``util.h`` is ``#pragma once`` and a declaration: it defines nothing, so no row of
     the references table names it, yet the ``files`` table does.  The call in ``main.c``
     still resolves ``imported`` to ``util.c`` (the header's source file), both through the
-    graph read in parts (a question) and through the whole graph (the map reads it)."""
+    graph read in parts (a question) and through the whole graph (the map reads it), by
+    the writer's store and by a reader of Lance alone."""
     header = "#pragma once\nint util_len(const char* s);\n"
     index = index_of(
         repo, indexer, settings, {"c/util.h": header, "c/util.c": UTIL_C, "c/main.c": MAIN_C}
@@ -157,3 +158,5 @@ def test_an_include_leads_through_a_header_that_only_declares(
     }
     assert index.refs.graph() is whole  # kept: the next question reads it
     assert _callers(index, "util_len") == {("main", "c/main.c", "imported")}
+    reader = open_index(settings=settings)  # through Lance alone, as ``codechunkd refs``
+    assert _callers(reader, "util_len") == {("main", "c/main.c", "imported")}

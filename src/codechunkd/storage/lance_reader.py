@@ -224,8 +224,9 @@ class LanceReader:
         ds = self._dataset(S.REFERENCES)
         if ds is None:
             return None
-        files = self._dataset(S.FILES)
-        return RefSnapshot(ds.checkout_version(ds.version), self.uri, files)
+        return RefSnapshot(
+            ds.checkout_version(ds.version), self.uri, lambda: self._dataset(S.FILES)
+        )
 
     @translating("reading a table")
     def states(self) -> list[SourceState]:

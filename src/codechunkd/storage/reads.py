@@ -85,10 +85,12 @@ class Reads(Tables):
         """The ``references`` table at its latest version, for reads in parts; None
         without one."""
         tbl = self._table(S.REFERENCES)
-        if tbl is None:
-            return None
+        return None if tbl is None else RefSnapshot(tbl.to_lance(), self.uri, self._files_lance)
+
+    def _files_lance(self) -> Any:
+        """The ``files`` table as a Lance dataset (None without one): ``RefSnapshot.indexed``."""
         files = self._table(S.FILES)
-        return RefSnapshot(tbl.to_lance(), self.uri, None if files is None else files.to_lance())
+        return None if files is None else files.to_lance()
 
     @translating("reading a table")
     def _scan(self, name: str, where: str | None, columns: Sequence[str]) -> pa.Table:

@@ -133,11 +133,11 @@ class ReferenceQueries:
 
     def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
         found = self._named(name).definitions(name, self._sources(repo))
-        snap = self.store.references_snapshot()
-        if found or name == short_name(name) or snap is None:
+        if found or name == short_name(name):
             return found
         # ``Child.fetch`` that ``Child`` inherits: the skeleton has every class and base
-        return self._kept(snap)[0].definitions(name, self._sources(repo))
+        snap = self.store.references_snapshot()
+        return [] if snap is None else self._kept(snap)[0].definitions(name, self._sources(repo))
 
     def _named(self, name: str) -> RefGraph:
         """A graph that holds the definitions of ``name``: one kept, while of the latest

@@ -9,7 +9,7 @@ one object per distinct string: a million uses name a few thousand paths and kin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -23,9 +23,10 @@ __all__ = ["RefSnapshot", "pylists"]
 class RefSnapshot:
     """The ``references`` table at one version (a Lance dataset checked out there)."""
 
-    def __init__(self, dataset: Any, uri: str, files: Any = None) -> None:
-        """``files``: the ``files`` table's dataset, which names every indexed file (a
-        header of declarations only has no row, yet an ``#include`` leads through it)."""
+    def __init__(self, dataset: Any, uri: str, files: Callable[[], Any] = lambda: None) -> None:
+        """``files`` opens the ``files`` table's dataset (None without one), which names
+        every indexed file (a header of declarations only has no row, yet an ``#include``
+        leads through it); opened only by ``indexed``."""
         self._ds = dataset
         self._files = files
         self.uri = uri  # what an error names
@@ -39,9 +40,10 @@ class RefSnapshot:
     @translating("reading the files table")
     def indexed(self) -> set[tuple[str, str]]:
         """Every (source, path) the ``files`` table holds and did not skip."""
-        if self._files is None:
+        files = self._files()
+        if files is None:
             return set()
-        t = self._files.to_table(columns=["source", "path"], filter="skip_reason IS NULL")
+        t = files.to_table(columns=["source", "path"], filter="skip_reason IS NULL")
         return set(zip(*(t.column(c).to_pylist() for c in ("source", "path")), strict=True))
 
     @translating("reading references")
