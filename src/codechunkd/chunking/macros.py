@@ -1,4 +1,4 @@
-"""Export macros blanked before a C++ file is parsed.
+"""Export and attribute macros blanked before a C++ file is parsed.
 
 Libraries mark the classes they export with a macro: ``class TORCH_API Tensor : public
 TensorBase {``, ``struct PROTOBUF_EXPORT Arena {``, ``class LLVM_LIBRARY_VISIBILITY X``.
@@ -74,8 +74,10 @@ def is_line_macro(text: str) -> bool:
 
 
 def blank_export_macros(language: str, source: bytes) -> bytes:
-    """``source`` with the export macros of its class heads turned to spaces (the same
-    length); other languages' sources, and sources with none, are returned as they are."""
+    """``source`` with the export macros of its class heads and the attribute macros that
+    begin a function's line turned to spaces, and a macro alone on its line to a ``//``
+    comment (the same length); other languages' sources, and sources with none, are
+    returned as they are."""
     if language not in LANGUAGES:
         return source
     spans = []
