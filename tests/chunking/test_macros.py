@@ -1,9 +1,10 @@
-"""C and C++ class heads: export macros are blanked before parsing (and nothing else is);
-a forward declaration is no definition."""
+"""C++ macros blanked before parsing (class heads' export macros, attribute macros, and
+nothing else), in linear time on hostile lines; a forward declaration is no definition."""
 
 from __future__ import annotations
 
 import pytest
+from tests.conftest import finishes_within
 
 from codechunkd.chunking.chunker import chunk
 from codechunkd.chunking.macros import blank_export_macros
@@ -143,3 +144,18 @@ def test_attribute_macros_on_their_own_lines_leave_the_class_whole() -> None:
     [size] = [c for c in chunks if c.symbol == "llvm::StringRef::size"]
     assert size.content.startswith("/// The length.\n  LLVM_NODISCARD\n  size_t size() const")
     assert size.docstring == "The length."
+
+
+def test_hostile_macro_lines_are_read_in_linear_time() -> None:
+    """A line of 200,000 macros, a line of 100,000 ``operator<`` and ``operator<=`` (each
+    ``<`` could be read two ways: 22 of them took 3.5 s, twice as long with each more),
+    200,000 macros each alone on a line, a class head of 200,000 macros: a few seconds in
+    all.  The deadline is a hang detector, far above the need."""
+    code = (
+        "from codechunkd.chunking.macros import blank_export_macros\n"
+        "for src in (b'A_B ' * 200000 + b'\\n', b'X_Y int ' + b'operator< ' * 100000,\n"
+        "            b'X_Y int ' + b'operator<= ' * 100000, b'A_B\\n' * 200000,\n"
+        "            b'class ' + b'A_B ' * 200000 + b'x {'):\n"
+        "    assert len(blank_export_macros('cpp', src)) == len(src)\n"
+    )
+    finishes_within(code, 120, "blanking hostile macro lines")

@@ -50,9 +50,12 @@ _ALONE: Final = re.compile(
 #: words: ``V8_INLINE bool operator==(``, ``static V8_WARN_UNUSED_RESULT MaybeLocal<T> New(``,
 #: ``TORCH_API at::Tensor add(``; a type and a name must follow them (``LARGE_INTEGER f(``
 #: is a type and a function, kept).
+#: Every part matches in one way only (at most four macros; after ``operator`` only an
+#: ``=`` that nothing else may take), so a hostile line is read in linear time.
 _LEAD: Final = re.compile(
     rb"^[ \t]*(?:(?:static|inline|virtual|explicit|friend|constexpr|extern)[ \t]+)*"
-    rb"(%s(?:[ \t]+%s)*)[ \t]+([A-Za-z_~](?:[^\n(;={}]|(?<=operator)[^\w\s(]{1,3})*)\("
+    rb"(%s(?:[ \t]+%s){0,3})[ \t]+"
+    rb"([A-Za-z_~](?:[^\n(;={}]|(?:(?<=operator)|(?<=operator[!<>=+*/%%&|^-])|(?<=operator<<)|(?<=operator>>))=)*)\("
     % (_LINE_MACRO, _LINE_MACRO),
     re.M,
 )
