@@ -26,7 +26,10 @@ Every chunker gets the same budget in non-whitespace characters.  Figures:
 - split definitions: % of functions/methods that fit the budget but do not lie
   whole inside one chunk (decorators included, comments not);
 - MB/s: corpus bytes over process CPU time of the chunker alone; codechunkd's
-  token counting (the tokenizer of the embedding model) is timed separately.
+  token counting (the tokenizer of the embedding model) is timed separately;
+- tiny%: % of chunks of at most ``TINY`` (40) non-whitespace characters (a lone
+  ``namespace llvm {``); midline: chunks that begin after other text on their first line
+  (``// namespace x`` cut from its ``}``).
 
 Throughput, after the table: tree-sitter's parse alone, on one core and on
 ``--workers`` processes (the ceilings of any tree-sitter chunker on this
@@ -72,6 +75,9 @@ DEF_TYPES: dict[str, list[str]] = {
     "cpp": ["function_definition"],
 }
 WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}
+TINY = 40
+"""A chunk of at most this many non-whitespace characters is ``tiny%``: a line like
+``namespace llvm {`` or ``} // namespace x`` alone, which no question is answered by."""
 
 
 @dataclass
@@ -101,6 +107,8 @@ class Result:
     token_seconds: float = 0.0
     failures: int = 0
     inexact: int = 0
+    tiny: int = 0
+    mid_line: int = 0
     examples: list[str] = field(default_factory=list)
 
 
@@ -281,8 +289,11 @@ def measure(
             res.sizes.append(n)
             if n > budget and "\n" in s.text.strip():
                 res.over += 1
+            res.tiny += n <= TINY
             if s.start >= 0:
                 cover[s.start : s.end] += 1
+                line_start = src.rfind(b"\n", 0, s.start) + 1
+                res.mid_line += bool(src[line_start : s.start].strip())
             res.parsed += 1
             res.parsed_ok += standalone_ok(language, src, s)
             if len(res.examples) < show and 200 < n < 1200:
@@ -428,7 +439,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     header = (
         f"{'chunker':26} {'chunks':>7} {'p50':>5} {'p90':>5} {'max':>6} {'over%':>6} "
-        f"{'cover%':>7} {'dup%':>6} {'inexact%':>8} {'parse%':>7} {'split%':>7} {'MB/s':>6}"
+        f"{'cover%':>7} {'dup%':>6} {'inexact%':>8} {'parse%':>7} {'split%':>7} {'MB/s':>6} "
+        f"{'tiny%':>6} {'midline':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -443,7 +455,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{100 * r.inexact / max(1, r.chunks):8.2f} "
             f"{100 * r.parsed_ok / max(1, r.parsed):7.2f} "
             f"{100 * r.defs_split / max(1, r.defs_fit):7.2f} "
-            f"{total / 1e6 / max(r.seconds, 1e-9):6.2f}"
+            f"{total / 1e6 / max(r.seconds, 1e-9):6.2f} "
+            f"{100 * r.tiny / max(1, r.chunks):6.2f} {r.mid_line:7d}"
             + (f"  ({r.failures} files failed)" if r.failures else "")
         )
     for r in results:
