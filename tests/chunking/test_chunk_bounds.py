@@ -148,3 +148,26 @@ def test_an_extern_c_block_of_declarations_is_plain_glue(
     assert len(chunks) < 10  # 120 declarations packed, not a chunk per directive
     small = [c.content for c in chunks[:-1] if len(c.content) < 200]
     assert small == [], small
+
+
+def test_a_tiny_last_line_after_a_definition_ends_its_chunk(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """npm's commands end with ``module.exports = Dedupe`` after their class: it ends the
+    last chunk instead of standing alone (128 of npm's 137 files had such a chunk).  Glue
+    that is not the last (an ``if`` header before a class) or that is not tiny stays."""
+    src = (
+        b"const BaseCommand = require('../base-cmd.js')\n\n"
+        b"class Dedupe extends BaseCommand {\n  async exec () {\n    return this.run()\n  }\n}\n\n"
+        b"module.exports = Dedupe\n"
+    )
+    chunks = chunk("lib/commands/dedupe.js", src, count_tokens=count_tokens)
+    check(src, chunks, ChunkingSettings().budget)
+    leaves = _leaves(chunks)
+    assert leaves[-1].content.endswith("}\n\nmodule.exports = Dedupe")
+    assert not [c for c in leaves if c.content == "module.exports = Dedupe"]
+    [cls] = [c for c in chunks if c.kind == "class"]
+    assert cls.end_line == 7  # the class's own lines
+    big = src + b"".join(b"module.exports.helper%d = helper%d\n" % (i, i) for i in range(20))
+    chunks = chunk("lib/commands/dedupe.js", big, count_tokens=count_tokens)
+    assert _leaves(chunks)[-1].content.startswith("module.exports = Dedupe")

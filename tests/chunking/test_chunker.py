@@ -65,7 +65,8 @@ if __name__ == "__main__":
 
 
 def test_python_definitions_are_chunks(count_tokens: CountTokens, check: Checker) -> None:
-    """Each function and method is one chunk; a class is a synthetic header plus members."""
+    """Each function and method is one chunk; a class is a synthetic header plus members;
+    the file's last lines, a tiny ``if __name__ == "__main__":``, end the last chunk."""
     chunks = chunk("src/pkg/loader.py", PY, count_tokens=count_tokens)
     check(PY, chunks, 1500)
     got = [(c.kind, c.symbol, c.start_line, c.end_line, c.synthetic) for c in chunks]
@@ -75,8 +76,7 @@ def test_python_definitions_are_chunks(count_tokens: CountTokens, check: Checker
         ("class", "DataLoader", 18, 28, True),
         ("block", "DataLoader", 18, 21, False),
         ("method", "DataLoader.__init__", 23, 24, False),
-        ("method", "DataLoader.size", 26, 28, False),
-        ("module", "", 31, 32, False),
+        ("method", "DataLoader.size", 26, 32, False),
     ]
     by_symbol = {c.symbol: c for c in chunks if c.symbol}
     load = by_symbol["load"]

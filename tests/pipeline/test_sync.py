@@ -335,7 +335,7 @@ def test_a_long_sync_folds_new_rows_into_compact_fragments_and_index_deltas(
     names = [f"worker_{i}" for i in range(12)]
     for i, name in enumerate(names):
         body = "".join(f"    step_{j} = {i} * {j}\n" for j in range(3))
-        repo.write(f"pkg/m{i}.py", f"def {name}(x):\n{body}    return x\n\n\nVALUE_{i} = {i}\n")
+        repo.write(f"pkg/m{i}.py", f"VALUE_{i} = {i}\n\n\ndef {name}(x):\n{body}    return x\n")
     repo.commit()
     ix.sync(repo.path)  # 12 commits of one file each: folds every few batches, not at the end
     tbl = ix.store.chunks_table()

@@ -44,6 +44,8 @@ __all__ = ["Anchor", "CodeSplitter", "Piece"]
 # context header's last 4), so a deeper one is cut to this: a piece's scope is then
 # O(1), not the whole chain (20,000 nested functions held 200 million entries).
 _MAX_SCOPE: Final = 8
+#: A glue piece of at most this many counted characters after a definition joins it.
+TINY: Final = 40
 
 
 Scope = tuple[tuple[str, str, str], ...]
@@ -217,6 +219,7 @@ class CodeSplitter(UnitReader):
             return
         if len(segs) > 1 and segs[0].kind == "glue" and segs[0].units[-1].end <= header_end:
             del segs[0]  # the next segment starts at lo
+        segs = self._tails_joined(segs)
         # each segment runs from its first unit to the next segment's (the first from lo,
         # the last to hi; a scope's from after its header, see _header_cut); pushed in
         # reverse, so that they run in file order
@@ -228,6 +231,26 @@ class CodeSplitter(UnitReader):
                 a = max(a, self._header_cut(seg.units[0], segs[i - 1].size))
             stack.append((seg, a, b, ctx))
             b = a
+
+    def _tails_joined(self, segs: list[_Seg]) -> list[_Seg]:
+        """A region's last segment, tiny glue after a definition (``module.exports =
+        Dedupe``, ``if __name__ == "__main__": main()``), ends the definition's segment,
+        budget permitting: no piece of ``TINY`` counted characters or fewer stands alone
+        at the end.  Glue before a definition (``if sys.platform == 'win32':``) is its."""
+        if len(segs) < 2:
+            return segs
+        last, tail = segs[-2], segs[-1]
+        if (
+            last.kind == "def"
+            and tail.kind == "glue"
+            and tail.size <= TINY
+            and last.size + tail.size <= self.budget
+            and all(u.spec is None for u in tail.units)
+        ):
+            last.units += tail.units
+            last.size += tail.size
+            return segs[:-1]
+        return segs
 
     def _header_cut(self, u: Unit, before: int) -> int:
         """Where a scope with members (``namespace llvm {``) begins when its header joins
@@ -346,7 +369,7 @@ class CodeSplitter(UnitReader):
                 if spec.mode == "class":
                     header = Piece(
                         a,
-                        b,
+                        u.end,  # the class's own lines, not the glue its segment took
                         kind,
                         symbol,
                         ctx.scope,

@@ -94,13 +94,12 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 13: C, C++ and CUDA references: calls, types, bases, ``#include``, variables' classes.
 #: 14: no chunk is only ``namespace x {`` or the rest of a line; ``#ifdef`` is laid out in place.
 #: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
-CHUNKER_VERSION = 15
+#: 16: a tiny last glue piece after a definition joins it; C++ macros alone on a line or
+#: before a function's type and name are blanked (LANGUAGE_VERSIONS cpp 1 and 2, folded).
+CHUNKER_VERSION = 16
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 2}
-"""cpp 1: a macro alone on its line (``LLVM_NODISCARD``) is read as a comment; 2: one before
-a function's type and name (``V8_INLINE bool f(``) as spaces.
-
-Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
+"""Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
 language a file is read as bumps the language it was read as before.  Folded into
 CHUNKER_VERSION (and emptied) when that is bumped."""
