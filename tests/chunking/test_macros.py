@@ -36,15 +36,15 @@ from codechunkd.chunking.macros import blank_export_macros
         ),
         (
             b"  V8_INLINE bool operator==(const Local<S>& that) const;\n",
-            b"            bool operator==(const Local<S>& that) const;\n",
+            b"  /*     */ bool operator==(const Local<S>& that) const;\n",
         ),
         (
             b"  static V8_WARN_UNUSED_RESULT MaybeLocal<Value> New(Local<Context> c, double t);\n",
-            b"  static                       MaybeLocal<Value> New(Local<Context> c, double t);\n",
+            b"  static /*                 */ MaybeLocal<Value> New(Local<Context> c, double t);\n",
         ),
         (
             b"TORCH_API C10_NODISCARD at::Tensor add(const Tensor& a);\n",
-            b"                        at::Tensor add(const Tensor& a);\n",
+            b"/*                   */ at::Tensor add(const Tensor& a);\n",
         ),
         (
             b'  LLVM_ATTRIBUTE_DEPRECATED(x, "use y")\n  void f();\n',
@@ -54,8 +54,9 @@ from codechunkd.chunking.macros import blank_export_macros
 )
 def test_the_macros_of_a_class_head_become_spaces(source: bytes, blanked: bytes) -> None:
     """Every byte keeps its offset; the macro words (and their arguments) of a class head
-    or before a function's type and name turn to spaces, one alone on a line before a
-    declaration (an attribute macro) to a line comment; attributes and names stay."""
+    turn to spaces, those before a function's type and name to a block comment, one alone
+    on a line before a declaration (an attribute macro) to a line comment; attributes and
+    names stay."""
     assert blank_export_macros("cpp", source) == blanked
 
 
@@ -123,10 +124,12 @@ def test_attribute_macros_on_their_own_lines_leave_the_class_whole() -> None:
     """LLVM's ``StringRef``: ``LLVM_NODISCARD`` alone on the line before a method made the
     grammar close the class there and read ``char operator[]`` as a function whose type is
     the class; every later member was scoped under ``operator[]``. Blanked, the class keeps
-    its methods, its text as written."""
+    its methods, its text as written; one on a method's own line is its chunk's first
+    line, not the end of the chunk before."""
     source = (
         b"namespace llvm {\nclass StringRef {\npublic:\n"
         b"  /// The length.\n  LLVM_NODISCARD\n  size_t size() const { return Length; }\n\n"
+        b"  LLVM_NODISCARD bool empty() const { return !Length; }\n\n"
         b"  LLVM_NODISCARD\n  char operator[](size_t Index) const {\n"
         b"    return Data[Index];\n  }\n\n"
         b"  LLVM_NODISCARD\n  std::string str() const {\n"
@@ -141,6 +144,9 @@ def test_attribute_macros_on_their_own_lines_leave_the_class_whole() -> None:
         "llvm::StringRef::str",
     } <= methods, methods
     assert not [c.symbol for c in chunks if "operator[]::" in c.symbol]
+    [empty] = [c for c in chunks if c.symbol == "llvm::StringRef::empty"]
+    assert empty.content.startswith("LLVM_NODISCARD bool empty()"), empty.content
+    assert empty.docstring == ""
     [size] = [c for c in chunks if c.symbol == "llvm::StringRef::size"]
     assert size.content.startswith("/// The length.\n  LLVM_NODISCARD\n  size_t size() const")
     assert size.docstring == "The length."

@@ -98,8 +98,11 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: before a function's type and name are blanked (LANGUAGE_VERSIONS cpp 1 and 2, folded).
 CHUNKER_VERSION = 16
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
-"""Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 1}
+"""cpp 1: a macro before a function's type and name (``LLVM_NODISCARD bool empty()``) is
+read as a comment, so the function's chunk keeps its whole first line.
+
+Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
 language a file is read as bumps the language it was read as before.  Folded into
 CHUNKER_VERSION (and emptied) when that is bumped."""

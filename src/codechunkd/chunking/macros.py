@@ -20,8 +20,8 @@ An attribute macro alone on its line before a declaration (``LLVM_NODISCARD``,
 ``operator[]``).  It becomes a line comment of its length (``//`` and spaces), so the
 declaration below takes the line as it takes a comment; ``is_line_macro`` keeps it out of
 the docstring.  Attribute macros that begin a line before a function's type and name
-(``V8_INLINE bool operator==(``) turn to spaces: 58 of the 90 headers of V8 and cppgc
-had a parse error, 29 now.
+(``V8_INLINE bool operator==(``) become a ``/* */`` comment the same way: 58 of the 90
+headers of V8 and cppgc had a parse error, 29 now.
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ def is_line_macro(text: str) -> bool:
 
 
 def blank_export_macros(language: str, source: bytes) -> bytes:
-    """``source`` with the export macros of its class heads and the attribute macros that
-    begin a function's line turned to spaces, and a macro alone on its line to a ``//``
-    comment (the same length); other languages' sources, and sources with none, are
-    returned as they are."""
+    """``source`` with the export macros of its class heads turned to spaces, those that
+    begin a function's line to a ``/* */`` comment and a macro alone on its line to a
+    ``//`` comment (the same length: a declaration takes its comments, so its chunk keeps
+    its whole first line); other languages' sources, and sources with none, are returned
+    as they are."""
     if language not in LANGUAGES:
         return source
     spans = []
@@ -89,12 +90,15 @@ def blank_export_macros(language: str, source: bytes) -> bytes:
             tokens = _TOKEN.finditer(source, *head.span(1))
             spans += [t.span() for t in tokens if not t.group().startswith(b"[[")]
     alone = [m.span(1) for m in _ALONE.finditer(source)]
-    spans += [m.span(1) for m in _LEAD.finditer(source) if _declares(m.group(2))]
-    if not spans and not alone:
+    lead = [m.span(1) for m in _LEAD.finditer(source) if _declares(m.group(2))]
+    if not spans and not alone and not lead:
         return source
     out = bytearray(source)
     for start, end in spans:
         out[start:end] = re.sub(rb"\S", b" ", source[start:end])
     for start, end in alone:  # a line comment: the declaration below takes the line
         out[start:end] = b"//" + re.sub(rb"\S", b" ", source[start + 2 : end])
+    for start, end in lead:  # a comment before it: the declaration takes its whole line
+        inner = re.sub(rb"\S", b" ", source[start + 2 : end - 2])
+        out[start:end] = b"/*" + inner + b"*/" if end - start >= 4 else b" " * (end - start)
     return bytes(out)
