@@ -83,7 +83,7 @@ def cmd_refs(args: argparse.Namespace) -> int:
         )
     lines = [_use_line(u, target=args.callees) for u in uses]
     _print(args, reference_dicts(uses), lines)
-    if not uses:  # a name the index does not define is said so (a typo, an inherited member)
+    if not uses:  # a name the index does not define (a typo) is said so
         defined = index.definitions(args.name, repo=args.repo)
         _none(args, "definition" if not defined else "callees" if args.callees else "uses")
     return 0

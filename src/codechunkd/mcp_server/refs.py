@@ -105,7 +105,7 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
         if total > len(shown):
             lines.append(f"… {total - len(shown)} more")
         text = "\n".join(lines)
-        if not text:  # say whether the name itself is unknown (a typo, an inherited member)
+        if not text:  # say whether the name itself is unknown (a typo)
             known = backend.definitions(_name(name), repo)
             text = f"no {'uses' if known else 'definition'} of {printable(name)}"
         return _result(

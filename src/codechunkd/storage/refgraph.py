@@ -240,6 +240,7 @@ class RefGraph(CFamily):
         return sorted(map(self.definition, dict.fromkeys(rows)), key=lambda d: (d.path, d.line))
 
     def _named(self, name: str, sources: set[str] | None) -> list[int]:
+        """The definition rows ``name`` names, in ``sources`` (any, for None)."""
         short = short_name(name)
         asked = canonical(name, short)
         return [
