@@ -462,6 +462,13 @@ def build_index(
         finally:
             cache.close()
         took = time.monotonic() - t0
+        failed = rep.skipped.get("chunking_failed", 0)
+        if failed:  # figures from a partial index would look like a ranking change
+            shutil.rmtree(home, ignore_errors=True)
+            raise SystemExit(
+                f"{repo.name}: {failed} file(s) failed to chunk (the log's chunking_failed "
+                "lines say why; was the code edited while the bench ran?): no figures"
+            )
         info = {"chunks": rep.chunks, "embedded": rep.embedded, "seconds": round(took, 1)}
         done.write_text(json.dumps(info))
         line = (
