@@ -260,15 +260,15 @@ class CodeSplitter(UnitReader):
         if spec is None or defn is None or spec.mode != "scope":
             return -1
         end = self._header_end(defn)
-        if end < 0 or before + self._size(u.start, end) > self.budget:
+        if end < 0:
             return -1
-        inner = self._members(u)
+        with_header = before + self._size(u.start, end)
+        inner = self._members(u) if with_header <= self.budget else []
         if not inner:
             return -1
         first = next((x for x in inner if x.end > end), None)
         if first is not None and first.spec is not None:  # namespace a { namespace b {
-            inner_end = self._header_cut(first, before + self._size(u.start, end))
-            return max(end, inner_end)
+            return max(end, self._header_cut(first, with_header))
         return end
 
     def _emit(self, p: Piece) -> None:

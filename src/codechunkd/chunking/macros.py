@@ -29,7 +29,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-_MACRO: Final = rb"[A-Z][A-Z0-9_]*[A-Z0-9]\b(?:\([^()\n]*\))?"  # ``TORCH_API``, ``ALIGNAS(8)``
+_ARGS: Final = rb"\([^()\n]*\)"  # a macro's arguments, on one line, unnested
+_MACRO: Final = rb"[A-Z][A-Z0-9_]*[A-Z0-9]\b(?:%s)?" % _ARGS  # ``TORCH_API``, ``ALIGNAS(8)``
 _ATTRIBUTE: Final = rb"\[\[[^\[\]\n]*\]\]"  # ``[[nodiscard]]``: C++ itself, kept
 _HEAD: Final = re.compile(  # the macros and attributes between the keyword and the name
     rb"\b(?:class|struct|union)\s+((?:%s\s*)*%s\s+(?:(?:%s|%s)\s*)*)"
@@ -41,9 +42,9 @@ _TOKEN: Final = re.compile(_ATTRIBUTE + rb"|" + _MACRO)
 #: a declaration: an enum's last ``DARK_RED`` before ``}`` is no macro), or a call that
 #: expands to declarations (``DEFINE_ISA_CONVERSION_FUNCTIONS(Binary, LLVMBinaryRef)``).
 _NAME: Final = rb"[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]"
-_LINE_MACRO: Final = _NAME + rb"(?:\([^()\n]*\))?"
+_LINE_MACRO: Final = _NAME + rb"(?:%s)?" % _ARGS
 _ALONE: Final = re.compile(
-    rb"^[ \t]*(%s\([^()\n]*\)|%s(?=[ \t]*\n(?:[ \t]*\n)*[ \t]*[A-Za-z_~]))[ \t]*$" % (_NAME, _NAME),
+    rb"^[ \t]*(%s%s|%s(?=[ \t]*\n(?:[ \t]*\n)*[ \t]*[A-Za-z_~]))[ \t]*$" % (_NAME, _ARGS, _NAME),
     re.M,
 )
 #: Attribute macros that begin a function's declaration on its line, after the storage
@@ -59,9 +60,15 @@ _LEAD: Final = re.compile(
     % (_LINE_MACRO, _LINE_MACRO),
     re.M,
 )
-_WORD: Final = re.compile(rb"[A-Za-z_~][\w]*")
+_WORD: Final = re.compile(rb"[A-Za-z_~]\w*")
+_VISIBLE: Final = re.compile(rb"\S")
 _MACRO_TEXT: Final = re.compile(_LINE_MACRO.decode())
 LANGUAGES: Final = frozenset({"cpp"})
+
+
+def _blank(text: bytes) -> bytes:
+    """``text`` as spaces, its line breaks and tabs kept."""
+    return _VISIBLE.sub(b" ", text)
 
 
 def _declares(rest: bytes) -> bool:
@@ -95,10 +102,10 @@ def blank_export_macros(language: str, source: bytes) -> bytes:
         return source
     out = bytearray(source)
     for start, end in spans:
-        out[start:end] = re.sub(rb"\S", b" ", source[start:end])
+        out[start:end] = _blank(source[start:end])
     for start, end in alone:  # a line comment: the declaration below takes the line
-        out[start:end] = b"//" + re.sub(rb"\S", b" ", source[start + 2 : end])
+        out[start:end] = b"//" + _blank(source[start + 2 : end])
     for start, end in lead:  # a comment before it: the declaration takes its whole line
-        inner = re.sub(rb"\S", b" ", source[start + 2 : end - 2])
-        out[start:end] = b"/*" + inner + b"*/" if end - start >= 4 else b" " * (end - start)
+        inner = _blank(source[start + 2 : end - 2])
+        out[start:end] = b"/*" + inner + b"*/" if end - start >= 4 else _blank(source[start:end])
     return bytes(out)
