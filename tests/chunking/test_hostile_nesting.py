@@ -218,3 +218,26 @@ def test_a_long_name_or_docstring_is_not_repeated_into_every_member() -> None:
             for c in chunks
         )
         assert extra < 3000, (path, extra)
+
+
+def test_deep_nests_one_bracket_a_line_chunk_in_linear_time() -> None:
+    """100,000 nested brackets and 60,000 nested functions, one opening or closing a line:
+    whether a token closes what comes before it was asked of tree-sitter's
+    ``prev_sibling``, which costs the nesting's depth (20,000 of them took 14 s, four
+    times 10,000's); it is known from the children read now.  The deadline is a hang
+    detector, far above the need."""
+    code = (
+        "from codechunkd.chunking.chunker import chunk\n"
+        "def none(texts):\n"
+        "    return [0] * len(texts)\n"
+        "def nws(text):\n"
+        "    return ''.join(text.split())\n"
+        "n = 100_000\n"
+        "src = b'x = ' + b'[\\n' * n + b']\\n' * n\n"
+        "chunks = chunk('deep.py', src, count_tokens=none)\n"
+        "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
+        "src = b'function f(){\\n' * 60_000 + b'}\\n' * 60_000\n"
+        "chunks = chunk('deep.js', src, count_tokens=none)\n"
+        "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
+    )
+    finishes_within(code, 60, "chunking nests of one bracket a line")

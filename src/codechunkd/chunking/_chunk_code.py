@@ -190,9 +190,11 @@ class CodeSplitter(UnitReader):
                 cur = None
                 segs.append(_Seg("def", [u], u.size))
                 continue
-            node = u.node
-            same_line = bool(segs) and src.count(b"\n", segs[-1].units[-1].end, u.start) == 0
-            if u.spec is None and segs and (same_line or closing(node)):
+            if (
+                u.spec is None
+                and segs
+                and (closing(u) or src.count(b"\n", segs[-1].units[-1].end, u.start) == 0)
+            ):
                 last = segs[-1]
                 # a closing token or the rest of a line joins what comes before it; an
                 # oversized definition is split anyway, and its last piece takes it

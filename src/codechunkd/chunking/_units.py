@@ -39,6 +39,7 @@ class Unit:
     size: int
     comments: tuple[Node, ...] = ()
     inner: list[Unit] | None = None  # a class's or scope's units, once made (``_members``)
+    opens: bool = False  # the first of its node's children that were read (``closing``)
 
 
 def _declares_only(defn: Node) -> bool:
@@ -46,10 +47,13 @@ def _declares_only(defn: Node) -> bool:
     return defn.type.endswith("_specifier") and defn.child_by_field_name("body") is None
 
 
-def closing(node: Node | None) -> bool:
+def closing(u: Unit) -> bool:
     """A token that closes what comes before it (``}``, ``)``, Ruby's ``end``): unnamed,
-    and not its node's first child (``if``, ``namespace`` open theirs)."""
-    return node is not None and not node.is_named and node.prev_sibling is not None
+    and not the first of its node's children (``if``, ``namespace`` open theirs).  Known
+    from the children read (``opens``): tree-sitter's ``prev_sibling`` costs the nesting's
+    depth, so a deep nest of lines made it quadratic."""
+    node = u.node
+    return node is not None and not node.is_named and not u.opens
 
 
 def has_member_definitions(units: list[Unit]) -> bool:
@@ -60,6 +64,19 @@ def has_member_definitions(units: list[Unit]) -> bool:
         if x.spec is not None and x.spec.kind:
             return True
     return False
+
+
+def _mark_openers(units: list[Unit], firsts: list[Node]) -> None:
+    """Set ``opens`` on the units read from ``firsts``, each the first of its node's
+    children that were read (the list given, a syntax error's recovered pieces)."""
+    if len(firsts) == 1:  # no syntax error: only the first unit can be a first child
+        if units and units[0].node == firsts[0]:
+            units[0].opens = True
+        return
+    ids = {n.id for n in firsts}
+    for x in units:
+        if x.node is not None and x.node.id in ids:
+            x.opens = True
 
 
 class UnitReader:
@@ -121,8 +138,8 @@ class UnitReader:
         append = units.append
         pending: list[Node] = []
         prev_end = -1
-        todo = list(children)
-        todo.reverse()
+        todo = list(children)[::-1]
+        firsts = [todo[-1]] if todo else []  # the first of each list of children read
         while todo:
             c = todo.pop()
             if not pending:
@@ -144,6 +161,7 @@ class UnitReader:
             if t == "ERROR" and c.child_count:
                 # syntax error: tree-sitter's recovered pieces are units of their own
                 todo.extend(reversed(c.children))
+                firsts.append(todo[-1])
                 continue
             if t in attached:
                 if prev_end >= 0 and src.count(b"\n", prev_end, c.start_byte) == 0:
@@ -187,6 +205,7 @@ class UnitReader:
             prev_end = c.end_byte
         for p in pending:
             units.append(self._glue(p))
+        _mark_openers(units, firsts)
         return units
 
     def _glue(self, c: Node) -> Unit:
