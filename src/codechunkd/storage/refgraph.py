@@ -85,7 +85,8 @@ class RefGraph(CFamily):
         *,
         files: set[tuple[str, str]] | None = None,
     ) -> None:
-        """The graph of the rows ``columns``; ``files``: the table's (source, path) pairs."""
+        """The graph of the rows ``columns``; ``files``: (source, path) pairs that have no
+        row among them (the indexed files, for a graph of some of the table's rows)."""
         self.version = version
         c = columns
         self._n = len(c["name"])
@@ -155,9 +156,7 @@ class RefGraph(CFamily):
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
-        if files is None:
-            files = set(zip(self._src, self._path, strict=True))
-        self._paths = ModulePaths(files)
+        self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
 
     def with_uses(self, columns: dict[str, list[object]]) -> RefGraph:
         """This graph and the use rows ``columns`` (no definition, import or base) that a

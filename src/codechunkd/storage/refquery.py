@@ -84,8 +84,7 @@ class ReferenceQueries:
         with self._lock:
             if self._graph is None or self._graph.version != snap.version:
                 rows = pylists(snap.scan(COLUMNS))
-                files = snap.indexed() | set(zip(rows["source"], rows["path"], strict=True))
-                self._graph = RefGraph(snap.version, rows, files=files)
+                self._graph = RefGraph(snap.version, rows, files=snap.indexed())
             return self._graph
 
     def _kept(self, snap: RefSnapshot) -> tuple[RefGraph, bool]:
@@ -150,7 +149,7 @@ class ReferenceQueries:
                 if g is not None and g.version == snap.version:
                     return g
         where = f"kind = {quote(DEFINITION)} AND name = {quote(short_name(name))}"
-        return RefGraph(snap.version, pylists(snap.scan(COLUMNS, where)), files=set())
+        return RefGraph(snap.version, pylists(snap.scan(COLUMNS, where)))
 
     def references(
         self, symbol: str, *, repo: str | None = None, kinds: Sequence[str] | None = None
