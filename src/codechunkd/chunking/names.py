@@ -41,6 +41,10 @@ _NAME_TYPES = frozenset(
 )
 
 
+_NAME_HOLDERS: Final = frozenset({"type_spec", "assignment_statement", "variable_list"})
+"""Nodes a name is looked for in, besides declarators (Go's ``type X``, Lua's ``x = …``)."""
+
+
 def _text(node: Node, src: bytes) -> str:
     # the file's bytes, sliced: cheaper than ``node.text`` (and the same bytes)
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -122,14 +126,11 @@ def _find_name(node: Node, src: bytes, depth: int) -> str:
             return f"operator {_text(cast, src).rsplit('::', 1)[-1]}"  # ``operator bool()``
         return _find_name(decl, src, depth + 1)
     for c in node.named_children:
-        if c.type in _NAME_TYPES:
+        t = c.type
+        if t in _NAME_TYPES:
             return _text(c, src)
         # ``D& operator=(...)``: a C++ reference declarator names no field
-        if c.type.endswith("_declarator") or c.type in (
-            "type_spec",
-            "assignment_statement",
-            "variable_list",
-        ):
+        if t.endswith("_declarator") or t in _NAME_HOLDERS:
             return _find_name(c, src, depth + 1) if depth < 6 else ""
     return ""
 
