@@ -35,6 +35,17 @@ PEAK_MIB = (
 made a 90 MiB child read 1.1 GiB); the high-water mark of the new address space is its own."""
 
 
+CHUNK_WHOLE = (
+    "from codechunkd.chunking.chunker import chunk\n"
+    "def none(texts):\n"
+    "    return [0] * len(texts)\n"
+    "def nws(text):\n"
+    "    return ''.join(text.split())\n"
+)
+"""The start of a hang detector's code: ``chunk`` without token counts, and ``nws`` to
+check that the chunks hold every non-whitespace character of the source."""
+
+
 def _no_tokens(texts: Sequence[str]) -> list[int]:
     return [0] * len(texts)
 
@@ -89,12 +100,7 @@ def test_deep_brackets_and_long_chains_chunk_in_linear_time() -> None:
     (each nested node's whole span was measured again; 450,000 brackets, 161 s); a few
     seconds in all now.  The deadline is a hang detector."""
     code = (
-        "from codechunkd.chunking.chunker import chunk\n"
-        "def none(texts):\n"
-        "    return [0] * len(texts)\n"
-        "def nws(text):\n"
-        "    return ''.join(text.split())\n"
-        "n = 300_000\n"
+        CHUNK_WHOLE + "n = 300_000\n"
         "src = b'x = ' + b'[' * n + b']' * n\n"
         "chunks = chunk('deep.py', src, count_tokens=none)\n"
         "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
@@ -227,12 +233,7 @@ def test_deep_nests_one_bracket_a_line_chunk_in_linear_time() -> None:
     times 10,000's); it is known from the children read now.  The deadline is a hang
     detector, far above the need."""
     code = (
-        "from codechunkd.chunking.chunker import chunk\n"
-        "def none(texts):\n"
-        "    return [0] * len(texts)\n"
-        "def nws(text):\n"
-        "    return ''.join(text.split())\n"
-        "n = 100_000\n"
+        CHUNK_WHOLE + "n = 100_000\n"
         "src = b'x = ' + b'[\\n' * n + b']\\n' * n\n"
         "chunks = chunk('deep.py', src, count_tokens=none)\n"
         "assert nws(''.join(c.content for c in chunks)) == nws(src.decode())\n"
