@@ -29,6 +29,8 @@ from codechunkd.errors import UnsupportedLanguage
         ("a.scala", "scala"),
         ("a.sh", "bash"),
         ("a.lua", "lua"),
+        ("lib/init.tcl", "tcl"),
+        ("http-2.9.tm", "tcl"),
         ("q.sql", "sql"),
         ("i.html", "html"),
         ("s.css", "css"),

@@ -130,10 +130,58 @@ class CodeSplitter(UnitReader):
         children = root.children
         if not children:
             self._lines(0, n, ctx)
+        elif self.rules.scope_statements:
+            parts = self._scope_statements(self._units(children), n, ctx)
+            for units, a, b, part_ctx, head in parts:
+                self._layout(units, a, b, part_ctx, header_end=head)
+                self._run()
         else:
             self._layout(self._units(children), 0, n, ctx)
         self._run()
         return self.out
+
+    def _scope_statements(
+        self, units: list[Unit], n: int, base: _Ctx
+    ) -> list[tuple[list[Unit], int, int, _Ctx, int]]:
+        """The top level cut where a scope without a body begins (``namespace App;``,
+        ``package Foo;``), each part with its scope and where its statement ends (its
+        header, -1 for none: see ``_layout``): the definitions after such a statement
+        are its members, up to the next (``Rules.scope_statements``).  What comes before
+        the first definition stays with the statement after it (``<?php``); a scope with a
+        body (Perl's ``package Baz { … }``) is not a member of the statement before it."""
+        parts: list[tuple[list[Unit], int, int, _Ctx, int]] = []
+        begin, lo, ctx, head = 0, 0, base, -1
+        defined = False  # whether the part so far holds a definition
+
+        def cut(i: int, at: int, then: _Ctx, then_head: int = -1) -> None:
+            nonlocal begin, lo, ctx, head, defined
+            if i > begin:
+                parts.append((units[begin:i], lo, at, ctx, head))
+            begin, lo, ctx, head, defined = i, at, then, then_head, False
+
+        for i, u in enumerate(units):
+            node, spec = u.node, u.spec
+            if u.defn is not None:
+                if ctx is not base and spec is not None and spec.mode == "scope" and spec.kind:
+                    inside = ctx
+                    cut(i, u.start, base)
+                    cut(i + 1, u.end, inside)
+                else:
+                    defined = True
+                continue
+            if node is None or not node.is_named:
+                continue
+            spec = self.rules.spec(node)
+            if spec is None or spec.mode != "scope" or not spec.kind:
+                continue
+            name = name_of(node, self.src)
+            then = _Ctx(((spec.kind, name, spec.mode),) if name else (), None, base.glue_kind, "")
+            if defined:
+                cut(i, u.start, then, u.end)
+            else:  # nothing defined yet: what came before (``<?php``) joins the statement's part
+                ctx, head = then, u.end
+        parts.append((units[begin:], lo, n, ctx, head))
+        return parts
 
     def split_children(
         self, children: list[Node], a: int, b: int, *, kind: str, symbol: str

@@ -42,8 +42,13 @@ class Unit:
     opens: bool = False  # the first of its node's children that were read (``closing``)
 
 
-def _declares_only(defn: Node) -> bool:
-    """``class Tensor;``, ``struct tag;``: a C or C++ specifier without a body is no definition."""
+def _declares_only(defn: Node, spec: DefSpec) -> bool:
+    """A declaration, not a definition: a C or C++ specifier without a body (``class Tensor;``,
+    ``struct tag;``), a named scope without one (Rust's ``mod a;``, PHP's ``namespace App;``,
+    C#'s ``namespace Foo;``, Perl's ``package Foo;``).  It is read as the code around it, so a
+    ``mod.rs`` of ``pub mod x;`` lines is one chunk, not one per line."""
+    if spec.mode == "scope":
+        return bool(spec.kind) and body_of(defn) is None
     return defn.type.endswith("_specifier") and defn.child_by_field_name("body") is None
 
 
@@ -176,14 +181,18 @@ class UnitReader:
                 defn = rules.unwrap(c)
                 if defn is not None:
                     spec = rules.spec(defn)
-            if spec is not None and defn is not None and not _declares_only(defn):
+            if spec is not None and defn is not None and not _declares_only(defn, spec):
                 comments: tuple[Node, ...] = ()
                 if pending:  # the comments right above it (no blank line between) are its
                     k = len(pending)
                     pos = c.start_byte
-                    while k > 0 and src.count(b"\n", max(pending[k - 1].end_byte - 1, 0), pos) <= 1:
+                    while k > 0:
+                        above = pending[k - 1]
+                        gap = src.count(b"\n", max(above.end_byte - 1, 0), pos)
+                        if gap > (2 if above.type in rules.doc_blocks else 1):
+                            break
                         k -= 1
-                        pos = pending[k].start_byte
+                        pos = above.start_byte
                     for p in pending[:k]:
                         units.append(self._glue(p))
                     comments = tuple(pending[k:])

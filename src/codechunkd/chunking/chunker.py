@@ -98,9 +98,26 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: before a function's type and name are blanked (LANGUAGE_VERSIONS cpp 1 and 2, folded).
 CHUNKER_VERSION = 16
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"cpp": 1}
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
+    "cpp": 1,
+    "csharp": 1,
+    "php": 1,
+    "rust": 1,
+    "perl": 1,
+    "cmake": 1,
+    "tcl": 1,
+    "text": 1,
+    "vim": 1,
+}
 """cpp 1: a macro before a function's type and name (``LLVM_NODISCARD bool empty()``) is
 read as a comment, so the function's chunk keeps its whole first line.
+
+csharp, php, rust 1: a scope without a body (``mod a;``, ``namespace App\\Http;``) is module
+code, not a definition of its own; C# and PHP name what follows such a namespace in it,
+and a namespace by its whole name (``Foo.Bar``, not ``Bar``).  perl, cmake 1: subroutines,
+packages, functions and macros are definitions (they were lines of module code); a POD
+block above a sub is its doc.  tcl 1 and text 1: ``.tcl`` and ``.tm`` files are Tcl (they
+were text), each ``proc`` a definition.  vim 1: a function is named (``s:Cache``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
@@ -572,6 +589,10 @@ def _docstring(src: bytes, body: Node | None, comments: tuple[Node, ...], rules:
         return ""
     lines: list[str] = []
     for c in comments:
+        if c.type == "pod":  # Perl: the paragraphs, without the commands (``=head2 x``, ``=cut``)
+            pod = src[c.start_byte : c.end_byte].decode("utf-8", "replace").splitlines()
+            lines.extend(x.rstrip() for x in pod if not x.startswith("="))
+            continue
         if c.type not in ("comment", "line_comment", "block_comment", "doc_comment"):
             continue
         text = src[c.start_byte : c.end_byte].decode("utf-8", "replace").strip()

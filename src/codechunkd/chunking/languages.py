@@ -75,7 +75,7 @@ _EXTENSIONS: dict[str, str] = {
     "php": "php", "phtml": "php",
     "kt": "kotlin", "kts": "kotlin", "swift": "swift", "scala": "scala", "sc": "scala",
     "sh": "bash", "bash": "bash", "zsh": "bash", "ksh": "bash",
-    "lua": "lua", "sql": "sql",
+    "lua": "lua", "sql": "sql", "tcl": "tcl", "tm": "tcl",
     "html": "html", "htm": "html", "xhtml": "html",
     "css": "css", "scss": "scss",
     "md": "markdown", "markdown": "markdown", "mdx": "markdown",

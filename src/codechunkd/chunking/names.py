@@ -26,6 +26,8 @@ _NAME_TYPES = frozenset(
         "constant",
         "namespace_identifier",
         "qualified_identifier",
+        "qualified_name",
+        "namespace_name",
         "scoped_identifier",
         "scoped_type_identifier",
         "dot_index_expression",
@@ -41,8 +43,11 @@ _NAME_TYPES = frozenset(
 )
 
 
-_NAME_HOLDERS: Final = frozenset({"type_spec", "assignment_statement", "variable_list"})
-"""Nodes a name is looked for in, besides declarators (Go's ``type X``, Lua's ``x = …``)."""
+_NAME_HOLDERS: Final = frozenset(
+    {"type_spec", "assignment_statement", "variable_list", "function_declaration"}
+)
+"""Nodes a name is looked for in, besides declarators (Go's ``type X``, Lua's ``x = …``,
+Vim script's ``function s:Name()``)."""
 
 
 def _text(node: Node, src: bytes) -> str:
@@ -112,6 +117,16 @@ def _table_name(node: Node, src: bytes) -> str:
     return ""
 
 
+def _command_name(node: Node, src: bytes) -> str:
+    """CMake's ``function(name arg …)``, ``macro(name …)``: the command's first argument."""
+    command = node.named_child(0)
+    for c in command.named_children if command is not None else ():
+        if c.type == "argument_list":
+            first = c.named_child(0)
+            return _text(first, src) if first is not None else ""
+    return ""
+
+
 def _find_name(node: Node, src: bytes, depth: int) -> str:
     name = node.child_by_field_name("name")
     if name is not None:
@@ -145,6 +160,8 @@ def heading_text(node: Node, src: bytes) -> str:
 
 _NAME_READERS: dict[str, Callable[[Node, bytes], str]] = {
     "impl_item": _impl_name,
+    "function_def": _command_name,
+    "macro_def": _command_name,
     "method_declaration": _method_name,
     "atx_heading": heading_text,
     "setext_heading": heading_text,

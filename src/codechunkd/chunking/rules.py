@@ -104,6 +104,9 @@ class Rules:
     """Node types that wrap one definition (``decorated_definition``, ``export_statement``)."""
     attached: frozenset[str] = _COMMENTS
     """Node types that belong to the definition right after them (comments, attributes)."""
+    doc_blocks: frozenset[str] = frozenset()
+    """Of ``attached``, those that belong to the definition after them across a blank line
+    too (Perl's POD: ``=head2 name`` … ``=cut``, a blank line, ``sub name``)."""
     flatten: frozenset[str] = frozenset()
     """Nodes inside a body whose children are members (``enum_body_declarations``)."""
     not_defs: frozenset[str] = frozenset()
@@ -122,6 +125,10 @@ class Rules:
     only whitespace lies between a definition's declaration and its body."""
     function_values: bool = False
     """``const f = () => …`` counts as a function definition (JavaScript, TypeScript)."""
+    scope_statements: bool = False
+    """A scope without a body at the top level (PHP's ``namespace App\\Http;``, C#'s
+    ``namespace Foo;``, Perl's ``package Foo;``) holds the definitions after it, up to the
+    next one: they are named in it as in a scope with a body."""
     _generic: dict[str, DefSpec | None] = field(default_factory=dict, compare=False, repr=False)
 
     def spec(self, node: Node, t: str | None = None) -> DefSpec | None:
@@ -315,6 +322,7 @@ _CSHARP = Rules(
         "local_function_statement": DefSpec("function"),
     },
     generic=False,
+    scope_statements=True,
 )
 _RUBY = Rules(
     defs={
@@ -339,6 +347,7 @@ _PHP = Rules(
     },
     generic=False,
     separator="::",
+    scope_statements=True,
 )
 _KOTLIN = Rules(
     defs={
@@ -371,6 +380,25 @@ _SCALA = Rules(
     generic=False,
 )
 _BASH = Rules(defs={"function_definition": DefSpec("function")}, generic=False)
+_PERL = Rules(
+    defs={
+        "subroutine_declaration_statement": DefSpec("function"),
+        "method_declaration_statement": DefSpec("function"),
+        "package_statement": DefSpec("package", "scope"),
+        "class_statement": DefSpec("class", "class"),
+    },
+    attached=_COMMENTS | {"pod"},
+    doc_blocks=frozenset({"pod"}),
+    generic=False,
+    separator="::",
+    scope_statements=True,
+)
+_CMAKE = Rules(
+    defs={"function_def": DefSpec("function"), "macro_def": DefSpec("macro")},
+    attached=_COMMENTS | {"bracket_comment"},
+    generic=False,
+)
+_TCL = Rules(defs={"procedure": DefSpec("function")}, generic=False)
 _LUA = Rules(
     defs={
         "function_declaration": DefSpec("function"),
@@ -450,6 +478,9 @@ _RULES: dict[str, Rules] = {
     "swift": _SWIFT,
     "scala": _SCALA,
     "bash": _BASH,
+    "perl": _PERL,
+    "cmake": _CMAKE,
+    "tcl": _TCL,
     "lua": _LUA,
     "sql": _SQL,
     "html": _HTML,
