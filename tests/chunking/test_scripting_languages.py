@@ -206,3 +206,32 @@ def test_statement_namespaces_name_what_follows(count_tokens: CountTokens, check
         check(src, chunks, BUDGET)
         symbols = {c.symbol for c in chunks if c.kind in ("class", "method")}
         assert symbols == {"Foo.Bar.K", "Foo.Bar.K.M"}
+
+
+def test_long_pod_is_cut_between_paragraphs_never_after_a_heading(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """Documentation after ``__END__`` longer than the budget is cut between paragraphs,
+    each heading or item kept with the paragraph after it (line cuts put ``=item`` at a
+    chunk's end and began chunks mid-sentence)."""
+    items = "".join(
+        f"=item C<option_{i}>\n\nSets option {i} of the folder, which changes how lines\n"
+        f"are broken and measured when the text is folded.\n\n"
+        for i in range(12)
+    )
+    pod = (
+        "=head1 NAME\n\nText::Fold - fold paragraphs\n\n=head1 OPTIONS\n\n=over 4\n\n"
+        f"{items}=back\n\n=head1 AUTHOR\n\nSomeone.\n\n=cut\n"
+    )
+    src = PERL + b"__END__\n\n" + pod.encode()
+    budget = 300
+    chunks = chunk(
+        "lib/Text/Fold.pm", src, ChunkingSettings(budget=budget), count_tokens=count_tokens
+    )
+    check(src, chunks, budget)
+    doc = [c for c in chunks if c.start_byte >= src.index(b"=head1 NAME")]
+    assert len(doc) >= 4
+    for c in doc:
+        assert not c.content.splitlines()[-1].startswith(("=head", "=item", "=over")), c.content
+        before = src[: c.start_byte]
+        assert before.endswith(b"\n\n"), c.content[:40]  # a paragraph's start

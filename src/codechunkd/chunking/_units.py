@@ -9,6 +9,7 @@ are laid out into pieces is ``_chunk_code``'s.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ __all__ = ["Unit", "UnitReader", "closing", "has_member_definitions"]
 # the nested nodes shorter than it add up to _DIRECT**2 / (2 * bytes per level) at most.
 _DIRECT: Final = 2048
 _BLOCK: Final = 256  # bytes per running count (8 bytes each)
+_PARAGRAPH_BREAK: Final = re.compile(rb"\n[ \t\r\f\v]*\n")
+_CLOSING_COMMAND: Final = re.compile(rb"=(?:cut|back|end)\b")
 
 
 @dataclass(slots=True, eq=False)
@@ -277,6 +280,9 @@ class UnitReader:
     def _open(self, u: Unit) -> list[Unit] | None:
         """The pieces of an oversized unit: its children (and the text between), or lines."""
         node = u.node
+        if node is not None and node.type in self.rules.doc_blocks:
+            pieces = self._paragraph_units(u.start, u.end)
+            return pieces if len(pieces) > 1 else None
         if node is None or node.child_count == 0:
             pieces = self._text_units(u.start, u.end)
             return pieces if len(pieces) > 1 else None
@@ -291,6 +297,32 @@ class UnitReader:
                 pos = c.end
         if u.end > pos and not src[pos : u.end].isspace():
             out.extend(self._text_units(pos, u.end))
+        return out
+
+    def _paragraph_units(self, a: int, b: int) -> list[Unit]:
+        """A doc block's paragraphs (POD), each command (``=head2 Name``, ``=item x``,
+        ``=over``) with the paragraphs up to and including the next that is not one, so no
+        piece ends with a heading; a paragraph over the budget at lines."""
+        src = self.src
+        starts = [a, *(m.end() for m in _PARAGRAPH_BREAK.finditer(src, a, b))]
+        ends = [*starts[1:], b]
+        out: list[Unit] = []
+        i = 0
+        while i < len(starts):
+            x = starts[i]
+            while (
+                i + 1 < len(starts)
+                and src.startswith(b"=", starts[i])
+                and not _CLOSING_COMMAND.match(src, starts[i])
+            ):
+                i += 1
+            y = ends[i]
+            i += 1
+            size = self._size(x, y)
+            if size > self.budget:
+                out.extend(self._text_units(x, y))
+            elif size:
+                out.append(Unit(x, y, None, None, None, size))
         return out
 
     def _text_units(self, a: int, b: int) -> list[Unit]:

@@ -103,7 +103,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "csharp": 1,
     "php": 1,
     "rust": 1,
-    "perl": 1,
+    "perl": 2,
     "cmake": 1,
     "tcl": 1,
     "text": 1,
@@ -116,8 +116,10 @@ csharp, php, rust 1: a scope without a body (``mod a;``, ``namespace App\\Http;`
 code, not a definition of its own; C# and PHP name what follows such a namespace in it,
 and a namespace by its whole name (``Foo.Bar``, not ``Bar``).  perl, cmake 1: subroutines,
 packages, functions and macros are definitions (they were lines of module code); a POD
-block above a sub is its doc.  tcl 1 and text 1: ``.tcl`` and ``.tm`` files are Tcl (they
-were text), each ``proc`` a definition.  vim 1: a function is named (``s:Cache``).
+block above a sub is its doc; perl 2: POD over the budget is cut between paragraphs, a
+heading or ``=item`` kept with the paragraph after it.  tcl 1 and text 1: ``.tcl`` and
+``.tm`` files are Tcl (they were text), each ``proc`` a definition.  vim 1: a function is
+named (``s:Cache``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
