@@ -129,6 +129,23 @@ def test_a_parse_past_its_deadline_gives_up() -> None:
     assert tree is not None and str(tree.root_node) == "(document (array (number)))"
 
 
+def test_a_parse_read_in_slices_is_the_parse_of_the_whole() -> None:
+    """The guarded parse hands tree-sitter the source in small slices (``_READ_SLICE``):
+    characters of two, three and four bytes across every slice boundary, and Perl, whose
+    scanner reads again at each token, give the tree a bytestring gives."""
+    sub = "sub f{ my $s = 'ä€😀'; return $s x 2 } # ü\n"
+    for language, text in (
+        ("python", "x = 'ä€😀'  # ü\n" * 1000),
+        ("perl", "package A;\n" + sub * 300 + "=head1 NAME\n\nA - é\n\n=cut\n"),
+    ):
+        source = text.encode()
+        assert len(source) > 20 * _guard._READ_SLICE
+        tree = _guard.parse(get_parser(language), source, 30.0)
+        assert tree is not None
+        assert str(tree.root_node) == str(get_parser(language).parse(source).root_node)
+        assert not tree.root_node.has_error
+
+
 @pytest.mark.slow
 def test_every_grammar_survives_the_fuzz_inputs() -> None:
     """scripts/fuzz_grammars.py --quick in a child: nested brackets, quotes, comments, tags,
