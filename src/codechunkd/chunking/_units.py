@@ -185,20 +185,9 @@ class UnitReader:
                 if defn is not None:
                     spec = rules.spec(defn)
             if spec is not None and defn is not None and not _declares_only(defn, spec):
-                comments: tuple[Node, ...] = ()
-                if pending:  # the comments right above it (no blank line between) are its
-                    k = len(pending)
-                    pos = c.start_byte
-                    while k > 0:
-                        above = pending[k - 1]
-                        gap = src.count(b"\n", max(above.end_byte - 1, 0), pos)
-                        if gap > (2 if above.type in rules.doc_blocks else 1):
-                            break
-                        k -= 1
-                        pos = above.start_byte
-                    for p in pending[:k]:
-                        units.append(self._glue(p))
-                    comments = tuple(pending[k:])
+                k = self._own_comments(pending, c)
+                units.extend(self._glue(p) for p in pending[:k])
+                comments = tuple(pending[k:])
                 start = comments[0].start_byte if comments else c.start_byte
                 size = self._size(start, c.end_byte)
                 if comments and size > self.budget:
@@ -219,6 +208,21 @@ class UnitReader:
             units.append(self._glue(p))
         _mark_openers(units, firsts)
         return units
+
+    def _own_comments(self, pending: list[Node], defn: Node) -> int:
+        """Where the comments right above ``defn`` begin in ``pending`` (the comments read
+        since the last unit): those with no blank line between them and it, or one blank
+        line for a doc block (Perl's POD)."""
+        k = len(pending)
+        pos = defn.start_byte
+        while k > 0:
+            above = pending[k - 1]
+            gap = self.src.count(b"\n", max(above.end_byte - 1, 0), pos)
+            if gap > (2 if above.type in self.rules.doc_blocks else 1):
+                break
+            k -= 1
+            pos = above.start_byte
+        return k
 
     def _glue(self, c: Node) -> Unit:
         return Unit(c.start_byte, c.end_byte, c, None, None, self._size(c.start_byte, c.end_byte))

@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import inspect
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, make_dataclass
@@ -53,15 +51,14 @@ from itertools import chain
 from operator import attrgetter
 from typing import Final
 
-from tree_sitter import Node, Parser, Tree
+from tree_sitter import Parser, Tree
 
 from codechunkd import logs
-from codechunkd.chunking import _guard
+from codechunkd.chunking import _guard, docstrings
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
-from codechunkd.chunking.macros import blank_export_macros, is_line_macro
-from codechunkd.chunking.names import MAX_NAME
+from codechunkd.chunking.macros import blank_export_macros
 from codechunkd.chunking.references import Ref, extract
 from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
@@ -211,10 +208,6 @@ def _new_chunk(*values: object) -> Chunk:
 
 
 _WS: Final = b" \t\r\n\f\v"
-_COMMENT_MARK: Final = re.compile(r"^\s*(?:///?|//!|/\*+!?|\*+(?!/)|#+|--+|;+|%+|'|REM\b)?[ \t]?")
-_STR_PREFIXES: Final = "rRbBuUfF"
-_DOCSTRING_START: Final = re.compile(rb"[ \t\r\n\f\v]*[rRbBuUfF]*['\"]")
-_SENTENCE: Final = re.compile(r"(.+?[.!?])(?:\s|$)")
 _local = threading.local()
 _PLAIN_KINDS: Final[dict[str, dict[int, bool]]] = {}  # language -> CodeSplitter's plain_kinds
 # chunk_many starts workers for this much source at least (2 workers broke even at ~3 MB)
@@ -268,7 +261,7 @@ def chunk(
             kind = "section" if lang == "markdown" else "module"
             pieces = splitter.split_tree(tree.root_node, kind=kind)
             if rules.python_docstrings:
-                module_note = _module_summary(tree.root_node)
+                module_note = docstrings.module_summary(tree.root_node)
     out = _finish(path, source, lang, rules, pieces, count_tokens, module_note)
     if tree is not None and lang != "rst":
         _attach_refs(out, extract(lang, tree, source))
@@ -385,18 +378,6 @@ def _batches(files: Iterable[tuple[str, bytes]]) -> Iterator[list[tuple[str, byt
         yield batch
 
 
-def _module_summary(root: Node) -> str:
-    """First sentence of a Python module's docstring, or ``""``."""
-    if not root.named_child_count:
-        return ""
-    first = root.named_child(0)
-    if first is not None and first.type == "expression_statement":
-        first = first.named_child(0)
-    if first is None or first.type != "string":
-        return ""
-    return _summary(_clean_string((first.text or b"").decode("utf-8", "replace")))
-
-
 _Row = tuple[Piece, str, int, int, int, int, str, str, str, str, str]
 """A kept piece's facts, in ``_finish``'s steps: the piece, id, start and end line, start
 and end byte, content, content hash, signature, docstring, embed text."""
@@ -466,10 +447,10 @@ def _describe(
         if p.defn is not None:
             body = body_of(p.defn)
             signature = signature_text(src, p.defn, body, rules)
-            docstring = _docstring(src, body, p.comments, rules)
+            docstring = docstrings.docstring(src, body, p.comments, rules)
         note = notes.get(id(p.parent)) if isinstance(p.parent, Piece) else None
         if synthetic and docstring:
-            notes[id(p)] = _summary(docstring)
+            notes[id(p)] = docstrings.summary(docstring)
         embed = f"{_header(p, note)} {file_words}\n{text}"
         rows.append((p, cid, start_line, end_line, a, b, text, chash, signature, docstring, embed))
     return rows, module_id
@@ -522,18 +503,6 @@ def _resolve(parent: Piece | Anchor | None) -> str | None:
     return None
 
 
-def _summary(doc: str) -> str:
-    """The first sentence of a docstring, at most 16 words and :data:`MAX_NAME` characters
-    (every chunk of its module or class repeats it: one 100 KB word made 60 MB of rows)."""
-    text = " ".join(doc.split())
-    m = _SENTENCE.match(text)
-    words = (m.group(1) if m else text).split()
-    short = " ".join(words[:16])
-    if len(short) > MAX_NAME:
-        return f"{short[:MAX_NAME]} …"
-    return short + (" …" if len(words) > 16 else "")
-
-
 _NAMED_KINDS: Final = ("section", "key", "table")
 
 
@@ -569,48 +538,3 @@ def _header(p: Piece, note: str | None) -> str:
                 words.append(f"({note})")
                 note = None
     return " ".join(words)
-
-
-def _docstring(src: bytes, body: Node | None, comments: tuple[Node, ...], rules: Rules) -> str:
-    """A definition's docstring (Python) or the doc comments before it; ``body`` is its body."""
-    # the body's first statement is a string only if the body starts like one: the tree is
-    # read for those only (most definitions have no docstring)
-    if (
-        rules.python_docstrings
-        and body is not None
-        and body.named_child_count
-        and _DOCSTRING_START.match(src, body.start_byte) is not None
-    ):
-        first = body.named_child(0)
-        if first is not None and first.type == "expression_statement" and first.named_child_count:
-            first = first.named_child(0)
-        if first is not None and first.type in ("string", "concatenated_string"):
-            raw = src[first.start_byte : first.end_byte]
-            return _clean_string(raw.decode("utf-8", "replace"))
-    if not comments:
-        return ""
-    lines: list[str] = []
-    for c in comments:
-        if c.type == "pod":  # Perl: the paragraphs, without the commands (``=head2 x``, ``=cut``)
-            pod = src[c.start_byte : c.end_byte].decode("utf-8", "replace").splitlines()
-            lines.extend(x.rstrip() for x in pod if not x.startswith("="))
-            continue
-        if c.type not in ("comment", "line_comment", "block_comment", "doc_comment"):
-            continue
-        text = src[c.start_byte : c.end_byte].decode("utf-8", "replace").strip()
-        if is_line_macro(text):  # ``LLVM_NODISCARD`` above a method: parsed as a comment
-            continue
-        if text.endswith("*/"):
-            text = text[:-2]
-        for line in text.splitlines():
-            lines.append(_COMMENT_MARK.sub("", line, count=1).rstrip())
-    return inspect.cleandoc("\n".join(lines)).strip()
-
-
-def _clean_string(text: str) -> str:
-    text = text.lstrip(_STR_PREFIXES)
-    for q in ('"""', "'''", '"', "'"):
-        if text.startswith(q) and text.endswith(q) and len(text) >= 2 * len(q):
-            text = text[len(q) : -len(q)]
-            break
-    return inspect.cleandoc(text).strip()
