@@ -106,3 +106,43 @@ def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
     assert _run("defs", "StatusConstant", *where).returncode == 1
     done = _run("defs", "Status.ok", *where, "--json")
     assert done.returncode == 0 and json.loads(done.stdout)[0]["symbol"].endswith("ok"), done.stdout
+
+
+@pytest.mark.slow
+def test_map_lists_a_files_own_definitions_when_none_is_referred_to(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """Perl's standard library's Text::Tabs (uses of Perl code are not read, so no file
+    refers to its subs): the map lists its subs in file order, named in their package, as
+    ``defs`` finds them; a Python file whose function is used keeps its ranked list."""
+    tabs = Path("/usr/share/perl/5.36/Text/Tabs.pm")
+    source = (
+        tabs.read_bytes()
+        if tabs.exists()
+        else b"package Text::Tabs;\n\nsub expand {\n  my @l;\n  return @l;\n}\n\n"
+        b"sub unexpand\n{\n  my (@l) = @_;\n  return @l;\n}\n\n1;\n"
+    )
+    (repo.path / "Text").mkdir()
+    (repo.path / "Text" / "Tabs.pm").write_bytes(source)
+    repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
+    repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
+    repo.commit("perl and python")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    where = ("--index-dir", str(index_dir))
+    done = _run("map", *where, "--budget", "1000", "--json")
+    assert done.returncode == 0, done.stderr
+    entries = {e["path"]: e["definitions"] for e in json.loads(done.stdout)}
+    perl = entries["Text/Tabs.pm"]
+    assert [d["signature"] for d in perl][:2] == ["sub expand", "sub unexpand"], perl
+    assert [d["line"] for d in perl] == sorted(d["line"] for d in perl)
+    assert [d["signature"] for d in entries["lib/core.py"]] == ["def parse(x)"]
+    assert [d["signature"] for d in entries["a.py"]] == ["def one()"]
+    done = _run("defs", "Text::Tabs::unexpand", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    [d] = json.loads(done.stdout)
+    assert d["path"] == "Text/Tabs.pm" and d["line"] == perl[1]["line"]

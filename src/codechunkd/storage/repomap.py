@@ -7,7 +7,9 @@ resolved use adds an edge from the file that uses a name to the file that define
 a file's references to itself are not counted).  The PageRank of a file is then shared out
 over the definitions it is referred to through, in proportion to the edges' weights, so a
 definition ranks high when much-referred-to files refer to it.  The map lists the files by
-rank, each with its best definitions' signatures, until the budget is spent.
+rank, each with its best definitions' signatures, until the budget is spent.  A file none of
+whose definitions is referred to (a script, or a language whose uses are not read: Perl,
+CMake, PHP, …) lists its own, in file order.
 """
 
 from __future__ import annotations
@@ -62,12 +64,16 @@ def pagerank(edges: dict[str, dict[str, float]], nodes: set[str]) -> dict[str, f
 
 def _edges(
     g: RefGraph, source: str | None
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[int, float]], set[str]]:
-    """File edges, and per defining file the weight each definition row gets.  The uses of
-    a file that resolve to the same (shared) list of definitions are summed before they
-    are spread over it: a method name used a thousand times has a thousand definitions."""
+) -> tuple[
+    dict[str, dict[str, float]], dict[str, dict[int, float]], set[str], dict[str, list[int]]
+]:
+    """File edges, per defining file the weight each definition row gets, the files, and
+    each file's own definition rows.  The uses of a file that resolve to the same (shared)
+    list of definitions are summed before they are spread over it: a method name used a
+    thousand times has a thousand definitions."""
     edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     into: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    own: dict[str, list[int]] = defaultdict(list)
     files: set[str] = set()
     spread: dict[tuple[str, int], tuple[list[int], list[float]]] = {}
     for i in range(g.rows):
@@ -76,6 +82,7 @@ def _edges(
         here = g._path[i]
         files.add(here)
         if g._kind[i] == DEFINITION:
+            own[here].append(i)
             continue
         rows, how = g.resolve(i)  # held by ``spread``: ``id(rows)`` stays its own
         if not rows:
@@ -89,7 +96,7 @@ def _edges(
             if there != here:
                 edges[here][there] += w
                 into[there][j] += w
-    return edges, into, files
+    return edges, into, files, own
 
 
 def repo_map(
@@ -107,17 +114,19 @@ def repo_map(
     """
     ranked = g.derived.get(("repo_map", source))  # the graph is of one table version
     if ranked is None:
-        edges, into, files = _edges(g, source)
+        edges, into, files, own = _edges(g, source)
         rank = pagerank({u: dict(vs) for u, vs in edges.items()}, files)
-        ranked = g.derived[("repo_map", source)] = (into, files, rank)
-    into, files, rank = ranked
+        ranked = g.derived[("repo_map", source)] = (into, files, rank, own)
+    into, files, rank, own = ranked
     shown = [f for f in files if f.startswith(prefix)]
     shown.sort(key=lambda f: (-rank[f], f))
     out: list[MapEntry] = []
     spent = 0
     for path in shown:
         best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])[:_PER_FILE]
-        rows = [j for j, _ in best]
+        rows = [j for j, _ in best] or sorted(own.get(path, ()), key=lambda j: g._line[j])[
+            :_PER_FILE
+        ]
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
         defs = tuple(
             (g._chunk[j], _shown(g._qual[j], sigs.get(g._chunk[j])), g._line[j]) for j in rows
