@@ -97,6 +97,9 @@ CHUNKER_VERSION = 16
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "cpp": 1,
+    "javascript": 1,
+    "typescript": 1,
+    "tsx": 1,
     "csharp": 1,
     "php": 1,
     "rust": 1,
@@ -116,7 +119,9 @@ packages, functions and macros are definitions (they were lines of module code);
 block above a sub is its doc; perl 2: POD over the budget is cut between paragraphs, a
 heading or ``=item`` kept with the paragraph after it.  tcl 1 and text 1: ``.tcl`` and
 ``.tm`` files are Tcl (they were text), each ``proc`` a definition.  vim 1: a function is
-named (``s:Cache``).
+named (``s:Cache``).  javascript, typescript, tsx 1: a function assigned to a property
+(``Foo.prototype.bar = function …``, ``exports.parse = () => …``) is a definition
+(``Foo.bar``, ``parse``); it was module code.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -8,6 +8,7 @@ types have a reader of their own (``_NAME_READERS``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -127,6 +128,19 @@ def _command_name(node: Node, src: bytes) -> str:
     return ""
 
 
+_ASSIGNED_PREFIX: Final = re.compile(r"^(?:module\.exports\.|exports\.|this\.)")
+
+
+def _assigned_name(node: Node, src: bytes) -> str:
+    """``Foo.prototype.bar = function …`` is ``Foo.bar``; ``exports.parse = …`` and
+    ``this.onToken = …`` are ``parse`` and ``onToken`` (JavaScript)."""
+    left = node.child_by_field_name("left")
+    if left is None:
+        return ""
+    name = _ASSIGNED_PREFIX.sub("", _text(left, src)).replace(".prototype.", ".")
+    return " ".join(name.split())  # a member expression over several lines
+
+
 def _find_name(node: Node, src: bytes, depth: int) -> str:
     name = node.child_by_field_name("name")
     if name is not None:
@@ -160,6 +174,7 @@ def heading_text(node: Node, src: bytes) -> str:
 
 _NAME_READERS: dict[str, Callable[[Node, bytes], str]] = {
     "impl_item": _impl_name,
+    "assignment_expression": _assigned_name,
     "function_def": _command_name,
     "macro_def": _command_name,
     "method_declaration": _method_name,

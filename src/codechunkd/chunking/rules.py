@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from tree_sitter import Node
 
@@ -138,8 +138,11 @@ class Rules:
         if t is None:
             t = node.type
         spec = self.defs.get(t)
-        if spec is None and self.function_values and t in _VALUE_DECLS and _is_function_value(node):
-            return _FUNCTION
+        if spec is None and self.function_values:
+            if t in _VALUE_DECLS and _is_function_value(node):
+                return _FUNCTION
+            if t == "assignment_expression" and _is_function_assignment(node):
+                return _FUNCTION
         if spec is not None or not self.generic or t in self.not_defs:
             return spec
         cached = self._generic.get(t, _MISSING)
@@ -190,7 +193,13 @@ def body_of(node: Node) -> Node | None:
             return c
     # const f = () => { ... } ; local function in a declaration; arrow functions
     for c in node.named_children:
-        if c.type in ("variable_declarator", "arrow_function", "function_expression", "function"):
+        if c.type in (
+            "variable_declarator",
+            "assignment_expression",
+            "arrow_function",
+            "function_expression",
+            "function",
+        ):
             inner = body_of(c)
             if inner is not None:
                 return inner
@@ -233,17 +242,31 @@ _JS = Rules(
 )
 
 
+_FUNCTION_VALUES: Final = frozenset(
+    {"arrow_function", "function_expression", "function", "generator_function"}
+)
+_EXPORTS: Final = frozenset({b"module.exports", b"exports"})
+
+
+def _is_function_assignment(node: Node) -> bool:
+    """``res.send = function (body) {…}``, ``Foo.prototype.bar = async () => …``: a function
+    assigned to a property (not ``module.exports`` itself) counts as a function."""
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    return (
+        left is not None
+        and right is not None
+        and right.type in _FUNCTION_VALUES
+        and left.type == "member_expression"
+        and left.text not in _EXPORTS
+    )
+
+
 def _is_function_value(node: Node) -> bool:
     """``const f = () => …`` / ``function () {}`` declarations count as functions."""
     for c in node.named_children:
         if c.type == "variable_declarator":
             v = c.child_by_field_name("value")
-            if v is not None and v.type in (
-                "arrow_function",
-                "function_expression",
-                "function",
-                "generator_function",
-            ):
+            if v is not None and v.type in _FUNCTION_VALUES:
                 return True
     return False
 

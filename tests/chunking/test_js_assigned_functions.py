@@ -1,0 +1,89 @@
+"""JavaScript written as ``Foo.prototype.bar = function …`` / ``res.send = function …``: each
+assigned function is a definition of its own, named without ``prototype`` and ``exports``."""
+
+from __future__ import annotations
+
+from tests.chunking.conftest import Checker
+
+from codechunkd.chunking.chunker import CountTokens, chunk
+from codechunkd.config.settings import ChunkingSettings
+
+BUDGET = ChunkingSettings().budget
+
+SOURCE = b"""'use strict'
+module.exports = Yallist
+
+function Yallist (list) {
+  this.head = null
+  this.length = 0
+}
+
+/**
+ * Unlink a node from the list and return the node after it.
+ */
+Yallist.prototype.removeNode = function (node) {
+  var next = node.next
+  node.list = null
+  this.length--
+  return next
+}
+
+Yallist.prototype.push = function () {
+  for (var i = 0, l = arguments.length; i < l; i++) {
+    push(this, arguments[i])
+  }
+  return this.length
+}
+
+exports.parse = async (text) => {
+  return JSON.parse(text)
+}
+
+res.send = function send (body) {
+  return this.end(body)
+}
+
+module.exports.format = function (obj) {
+  return String(obj)
+}
+
+module.exports = function plain () { return 1 }
+count = function () { return 2 }
+"""
+
+
+def test_functions_assigned_to_properties_are_named_definitions(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """Each ``x.y = function`` or arrow function is a function chunk with its signature and
+    its doc comment; ``module.exports = function`` and a plain variable's function stay
+    module code (no property names them)."""
+    chunks = chunk("lib/yallist.js", SOURCE, count_tokens=count_tokens)
+    check(SOURCE, chunks, BUDGET)
+    functions = {c.symbol: c for c in chunks if c.kind == "function"}
+    assert sorted(functions) == [
+        "Yallist",
+        "Yallist.push",
+        "Yallist.removeNode",
+        "format",
+        "parse",
+        "res.send",
+    ]
+    remove = functions["Yallist.removeNode"]
+    assert remove.signature == "Yallist.prototype.removeNode = function (node)"
+    assert remove.docstring == "Unlink a node from the list and return the node after it."
+    assert remove.content.startswith("/**")
+    assert functions["parse"].content.startswith("exports.parse = async (text) =>")
+    last = chunks[-1]
+    assert last.kind == "module" and "count = function" in last.content
+
+
+def test_typescript_reads_assigned_functions_alike(count_tokens: CountTokens) -> None:
+    """TypeScript shares the rules: ``Observable.prototype.pipe = function …`` is
+    ``Observable.pipe``."""
+    src = (
+        b"Observable.prototype.pipe = function (this: Observable<unknown>, ...ops: any[]) {\n"
+        b"  return ops.reduce((x, f) => f(x), this);\n};\n"
+    )
+    chunks = chunk("src/observable.ts", src, count_tokens=count_tokens)
+    assert [(c.kind, c.symbol) for c in chunks] == [("function", "Observable.pipe")]
