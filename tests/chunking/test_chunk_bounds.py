@@ -171,3 +171,53 @@ def test_a_tiny_last_line_after_a_definition_ends_its_chunk(
     big = src + b"".join(b"module.exports.helper%d = helper%d\n" % (i, i) for i in range(20))
     chunks = chunk("lib/commands/dedupe.js", big, count_tokens=count_tokens)
     assert _leaves(chunks)[-1].content.startswith("module.exports = Dedupe")
+
+
+def test_a_doc_comment_too_long_to_join_its_definition_is_named_for_it(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """A definition that fits keeps its code whole, and its JSDoc, too long to join it, is
+    a ``doc`` chunk named for it (``documentation of map`` in its header): it was module
+    code named for nothing, and could merge with the imports before it."""
+    doc = "".join(
+        f" * Line {i} of what `map` does to each value that the source emits.\n" for i in range(27)
+    )
+    src = (
+        "import { OperatorFunction } from '../types';\n"
+        "import { operate } from '../util/lift';\n\n"
+        f"/**\n{doc} */\n"
+        "export function map<T, R>(project: (value: T) => R): OperatorFunction<T, R> {\n"
+        "  return operate((source, subscriber) => {\n"
+        "    let index = 0;\n"
+        "    source.subscribe(createOperatorSubscriber(subscriber, (value: T) => {\n"
+        "      subscriber.next(project(value, index++));\n"
+        "    }));\n"
+        "  });\n"
+        "}\n"
+    ).encode()
+    chunks = chunk("src/operators/map.ts", src, count_tokens=count_tokens)
+    check(src, chunks, ChunkingSettings().budget)
+    assert [(c.kind, c.symbol) for c in chunks] == [
+        ("module", ""),
+        ("doc", "map"),
+        ("function", "map"),
+    ]
+    _, docs, code = chunks
+    assert docs.content.startswith("/**") and docs.content.endswith("*/")
+    assert docs.header.startswith("documentation of map in file src/operators/map.ts")
+    assert code.content.startswith("export function map")
+    # in a class, the doc of a method is named as the method is
+    cls = (
+        "class Subject {\n"
+        + src.decode().split("\n\n", 1)[1].replace("export function", "  public")
+        + "}\n"
+    ).encode()
+    chunks = chunk("src/Subject.ts", cls, count_tokens=count_tokens)
+    assert ("doc", "Subject.map") in {(c.kind, c.symbol) for c in chunks}
+    # a doc comment over the budget is cut at lines, each piece named for the definition
+    long = src.replace(doc.encode(), (doc * 3).encode())
+    chunks = chunk("src/operators/map.ts", long, count_tokens=count_tokens)
+    check(long, chunks, ChunkingSettings().budget)
+    kinds = [(c.kind, c.symbol) for c in chunks]
+    assert kinds[0] == ("module", "") and kinds[-1] == ("function", "map")
+    assert len(kinds) > 3 and set(kinds[1:-1]) == {("doc", "map")}

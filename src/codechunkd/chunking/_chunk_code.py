@@ -253,12 +253,18 @@ class CodeSplitter(UnitReader):
             if u.size > budget:
                 opened = self._open(u)
                 if opened is not None:
+                    for x in opened:
+                        x.documents = u.documents
                     work.extend(reversed(opened))
                     continue
                 cur = None  # a single word longer than the budget: a chunk of its own
                 segs.append(_Seg("glue", [u], u.size))
                 continue
-            if cur is None or cur.size + u.size > budget:
+            if (
+                cur is None
+                or cur.size + u.size > budget
+                or u.documents is not cur.units[-1].documents  # a doc comment stands apart
+            ):
                 cur = _Seg("glue")
                 segs.append(cur)
             cur.units.append(u)
@@ -332,7 +338,7 @@ class CodeSplitter(UnitReader):
                 p.comments, p.parent, p.scope = par.comments, par.parent, par.scope
         self.out.append(p)
 
-    def _leaf(self, a: int, b: int, ctx: _Ctx) -> None:
+    def _leaf(self, a: int, b: int, ctx: _Ctx, name: str = "") -> None:
         if self._size(a, b) > self.budget:
             # text between the children (a string's content) was not counted in the units
             bounds = [a, *line_cuts(self.src, a, b, self.budget), b]
@@ -346,14 +352,22 @@ class CodeSplitter(UnitReader):
                             ctx.glue_symbol,
                             ctx.scope,
                             ctx.parent,
+                            name=name,
                         )
                     )
                 return
-        self._emit(Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent))
+        self._emit(Piece(a, b, ctx.glue_kind, ctx.glue_symbol, ctx.scope, ctx.parent, name=name))
 
     def _glue_piece(self, seg: _Seg, a: int, b: int, ctx: _Ctx) -> None:
         defs = [u for u in seg.units if u.spec is not None]
         if not defs:
+            documented = seg.units[0].documents
+            if documented is not None and documented.defn is not None and documented.spec:
+                # the doc comment of the definition after it: named for it
+                name = name_of(documented.defn, self.src)
+                symbol = self._kind_symbol(documented.spec, name, ctx.scope)[1]
+                self._leaf(a, b, _Ctx(ctx.scope, ctx.parent, "doc", symbol), name)
+                return
             self._leaf(a, b, ctx)
             return
         names = tuple(name_of(u.defn, self.src) for u in defs if u.defn is not None)

@@ -43,6 +43,7 @@ class Unit:
     comments: tuple[Node, ...] = ()
     inner: list[Unit] | None = None  # a class's or scope's units, once made (``_members``)
     opens: bool = False  # the first of its node's children that were read (``closing``)
+    documents: Unit | None = None  # the definition a comment too long to join it documents
 
 
 def _declares_only(defn: Node, spec: DefSpec) -> bool:
@@ -190,13 +191,18 @@ class UnitReader:
                 comments = tuple(pending[k:])
                 start = comments[0].start_byte if comments else c.start_byte
                 size = self._size(start, c.end_byte)
+                docs: list[Unit] = []
                 if comments and size > self.budget:
                     alone = self._size(c.start_byte, c.end_byte)
                     if alone <= self.budget:
-                        # never cut a definition that fits for the sake of its comments
-                        units.extend(self._glue(p) for p in comments)
+                        # never cut a definition that fits for the sake of its comments:
+                        # they are a piece of their own that documents it (``_layout``)
+                        docs = [self._glue(p) for p in comments]
+                        units.extend(docs)
                         comments, start, size = (), c.start_byte, alone
                 units.append(Unit(start, c.end_byte, c, defn, spec, size, comments))
+                for d in docs:
+                    d.documents = units[-1]
             else:
                 for p in pending:
                     units.append(self._glue(p))

@@ -93,35 +93,15 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: 15: a C++ function returning a reference (``T& f()``) and ``operator bool`` are named.
 #: 16: a tiny last glue piece after a definition joins it; C++ macros alone on a line or
 #: before a function's type and name are blanked (LANGUAGE_VERSIONS cpp 1 and 2, folded).
-CHUNKER_VERSION = 16
+#: 17: a doc comment too long to join its definition is a ``doc`` chunk named for it; and,
+#: folded from LANGUAGE_VERSIONS: a scope without a body is module code (Rust ``mod a;``),
+#: C#/PHP/Perl statement scopes name what follows; Perl, CMake, Tcl (``.tcl`` was text) and
+#: Vim script definitions, POD cut between paragraphs; ``Foo.prototype.bar = function`` is
+#: a JavaScript/TypeScript definition; C++ macros before a function's type and name.
+CHUNKER_VERSION = 17
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
-    "cpp": 1,
-    "javascript": 1,
-    "typescript": 1,
-    "tsx": 1,
-    "csharp": 1,
-    "php": 1,
-    "rust": 1,
-    "perl": 2,
-    "cmake": 1,
-    "tcl": 1,
-    "text": 1,
-    "vim": 1,
-}
-"""cpp 1: a macro before a function's type and name (``LLVM_NODISCARD bool empty()``) is
-read as a comment, so the function's chunk keeps its whole first line.
-
-csharp, php, rust 1: a scope without a body (``mod a;``, ``namespace App\\Http;``) is module
-code, not a definition of its own; C# and PHP name what follows such a namespace in it,
-and a namespace by its whole name (``Foo.Bar``, not ``Bar``).  perl, cmake 1: subroutines,
-packages, functions and macros are definitions (they were lines of module code); a POD
-block above a sub is its doc; perl 2: POD over the budget is cut between paragraphs, a
-heading or ``=item`` kept with the paragraph after it.  tcl 1 and text 1: ``.tcl`` and
-``.tm`` files are Tcl (they were text), each ``proc`` a definition.  vim 1: a function is
-named (``s:Cache``).  javascript, typescript, tsx 1: a function assigned to a property
-(``Foo.prototype.bar = function …``, ``exports.parse = () => …``) is a definition
-(``Foo.bar``, ``parse``); it was module code.
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
+"""The chunker's version per language, on top of CHUNKER_VERSION (none now: 17 folded them).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
@@ -527,6 +507,8 @@ def _header(p: Piece, note: str | None) -> str:
     elif p.names:
         listed = ", ".join(p.names[:8]) + (", …" if len(p.names) > 8 else "")
         lead = f"{kind} with {listed}"
+    elif kind == "doc":
+        lead = f"documentation of {p.name}" if p.name else "documentation"
     elif kind == "module":
         lead = "module code"
     elif kind == "block":
