@@ -109,15 +109,17 @@ def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
 
 
 @pytest.mark.slow
-def test_map_lists_a_files_own_definitions_when_none_is_referred_to(
+def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     repo: Repo,
     settings: Settings,
     index_dir: Path,
     embedder,  # type: ignore[no-untyped-def]
 ) -> None:
-    """Perl's standard library's Text::Tabs (uses of Perl code are not read, so no file
-    refers to its subs): the map lists its subs in file order, named in their package, as
-    ``defs`` finds them; a Python file whose function is used keeps its ranked list."""
+    """Perl's standard library's Text::Tabs and a module that imports ``expand`` from it:
+    ``refs`` finds the call, resolved through the ``use`` list to Text/Tabs.pm; the map
+    lists Text::Tabs's used sub, and for the importing module, whose subs nobody uses, its
+    own subs in file order (a Python file keeps its ranked list); ``defs`` finds a sub by
+    its package-qualified name."""
     tabs = Path("/usr/share/perl/5.36/Text/Tabs.pm")
     source = (
         tabs.read_bytes()
@@ -127,6 +129,11 @@ def test_map_lists_a_files_own_definitions_when_none_is_referred_to(
     )
     (repo.path / "Text").mkdir()
     (repo.path / "Text" / "Tabs.pm").write_bytes(source)
+    repo.write(
+        "lib/Fold.pm",
+        "package Fold;\nuse Text::Tabs qw(expand);\n\nsub fold {\n  return expand(@_);\n}\n\n"
+        "sub unfold {\n  return join '', @_;\n}\n\n1;\n",
+    )
     repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
     repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
     repo.commit("perl and python")
@@ -134,15 +141,27 @@ def test_map_lists_a_files_own_definitions_when_none_is_referred_to(
     ix.sync(repo.path)
     ix.close()
     where = ("--index-dir", str(index_dir))
+    done = _run("refs", "expand", "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    [use] = json.loads(done.stdout)
+    assert (use["path"], use["symbol"], use["resolved"]) == (
+        "lib/Fold.pm",
+        "Fold::fold",
+        "imported",
+    )
+    assert use["target"]["path"] == "Text/Tabs.pm"
     done = _run("map", *where, "--budget", "1000", "--json")
     assert done.returncode == 0, done.stderr
     entries = {e["path"]: e["definitions"] for e in json.loads(done.stdout)}
-    perl = entries["Text/Tabs.pm"]
-    assert [d["signature"] for d in perl][:2] == ["sub expand", "sub unexpand"], perl
-    assert [d["line"] for d in perl] == sorted(d["line"] for d in perl)
+    assert [d["signature"] for d in entries["Text/Tabs.pm"]] == ["sub expand"]
+    fold = entries["lib/Fold.pm"]
+    assert [d["signature"] for d in fold] == ["sub fold", "sub unfold"], fold
+    assert [d["line"] for d in fold] == [4, 8]
     assert [d["signature"] for d in entries["lib/core.py"]] == ["def parse(x)"]
     assert [d["signature"] for d in entries["a.py"]] == ["def one()"]
     done = _run("defs", "Text::Tabs::unexpand", *where, "--json")
     assert done.returncode == 0, done.stderr
     [d] = json.loads(done.stdout)
-    assert d["path"] == "Text/Tabs.pm" and d["line"] == perl[1]["line"]
+    lines = source.decode().splitlines()
+    line = 1 + next(i for i, x in enumerate(lines) if x.startswith("sub unexpand"))
+    assert d["path"] == "Text/Tabs.pm" and d["line"] == line

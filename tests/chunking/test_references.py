@@ -220,6 +220,32 @@ def test_rust_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "type", "ErrorKind", "io") and not _has(refs, "type", "fs_imp")
 
 
+def test_perl_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``use`` with and without an import list (pragmas, variables and tags bind nothing),
+    calls with and without their package or ``&``, method calls on objects and classes."""
+    refs = _refs(
+        "lib/Foo.pm",
+        "package Foo;\nuse strict;\nuse Text::Wrap qw(wrap $columns :all);\n"
+        "use File::Temp;\nuse POSIX ();\nuse List::Util 'max';\n\n"
+        "sub run {\n    my $self = shift;\n    my $t = wrap('', '', @_);\n"
+        "    Text::Wrap::fill('a');\n    $self->helper(1);\n"
+        "    my $f = File::Temp->new(UNLINK => 1);\n    helper2 $t, 1;\n    &legacy(1);\n"
+        "    return $f->filename;\n}\n",
+        count_tokens,
+    )
+    imports = {(r.name, r.qualifier, r.module) for r in refs if r.kind == "import"}
+    assert imports == {
+        ("wrap", "wrap", "Text::Wrap"),
+        ("*", "", "File::Temp"),
+        ("max", "max", "List::Util"),
+    }
+    assert _has(refs, "call", "wrap", "") and _has(refs, "call", "fill", "Text::Wrap")
+    assert _has(refs, "call", "helper", "$self") and _has(refs, "call", "new", "File::Temp")
+    assert _has(refs, "call", "helper2", "") and _has(refs, "call", "legacy", "")
+    assert _has(refs, "call", "filename", "$f")
+    assert not _has(refs, "call", "shift")  # a builtin: not a sub of the code
+
+
 def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Class, static and wildcard imports; extends/implements; calls and ``new``."""
     refs = _refs(
@@ -360,6 +386,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
+    ext |= {"perl": "pm"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

@@ -100,8 +100,10 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: a JavaScript/TypeScript definition; C++ macros before a function's type and name.
 CHUNKER_VERSION = 17
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {}
-"""The chunker's version per language, on top of CHUNKER_VERSION (none now: 17 folded them).
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"perl": 1}
+"""The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
+
+perl 1: Perl's references (calls, method calls, ``use`` lists and modules).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -8,6 +8,7 @@ local name, ``qualifier`` the name in the module (empty: the whole module or nam
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple
 
 from tree_sitter import Node
@@ -218,6 +219,30 @@ def _c_includes(node: Node) -> list[Ref]:
     return [_ref(node, "*", "", module)] if module else []
 
 
+_PERL_WORD: Final = re.compile(r"(?<![$@%&:\w])[A-Za-z_]\w*")
+"""A sub's name in a ``use`` list (``qw(wrap fill)``, ``'wrap'``), not a variable
+(``$columns``) or a tag (``:ALL``)."""
+
+
+def _perl_imports(node: Node) -> list[Ref]:
+    """``use Text::Wrap qw(wrap fill);`` binds ``wrap`` and ``fill`` from ``Text::Wrap``; a
+    ``use`` without a list imports what the module exports by default, which only the module
+    knows: every name of it (``*``).  Pragmas (``use strict``) and ``use 5.010`` name no
+    module file; an empty list (``use POSIX ()``) imports nothing."""
+    module = node.child_by_field_name("module")
+    if module is None:
+        return []
+    path = _text(module)
+    if path[:1].islower() and "::" not in path:  # a pragma: strict, warnings, parent, …
+        return []
+    lists = [c for c in node.named_children if c.start_byte != module.start_byte]
+    if not lists:
+        return [_ref(node, "*", "", path)]
+    words = " ".join(_text(c) for c in lists)
+    names = [w for w in _PERL_WORD.findall(words) if w not in ("qw",)]
+    return [_ref(node, w, w, path) for w in names]
+
+
 IMPORTS: Final = {
     "python": _python_imports,
     "javascript": _js_imports,
@@ -226,6 +251,7 @@ IMPORTS: Final = {
     "go": _go_imports,
     "rust": _rust_imports,
     "java": _java_imports,
+    "perl": _perl_imports,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

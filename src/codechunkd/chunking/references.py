@@ -1,8 +1,8 @@
 """The names a file uses: calls, imports, inheritance and type uses, from its tree-sitter tree.
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
-languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, C, C++ and
-CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a handful of
+languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, Perl, C,
+C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a handful of
 tree-sitter query patterns (run in C, one pass over the tree) plus a small function that
 reads its import statements, because what an import binds (an alias, a namespace, a list)
 is easier to say in Python than in a query.
@@ -252,6 +252,16 @@ _JAVA: Final = [
 ]
 
 
+# Perl: a sub's name is written with its package or not (``Text::Wrap::fill(…)``, ``&f``),
+# a method on an object or a class (``$self->helper``, ``File::Temp->new``); ``use M``.
+_PERL: Final = [
+    ("call", "(function_call_expression function: (function) @name)"),
+    ("call", "(ambiguous_function_call_expression function: (function) @name)"),
+    ("call", f"(method_call_expression invocant: {_Q} method: (method) @name)"),
+    ("import", "(use_statement module: (package)) @import"),
+]
+
+
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "python": _PYTHON,
     "javascript": _JAVASCRIPT,
@@ -260,6 +270,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "go": _GO,
     "rust": _RUST,
     "java": _JAVA,
+    "perl": _PERL,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,
@@ -399,6 +410,10 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             continue
         quals = caps.get("qual")
         qual = _qualifier(quals[0], source) if quals else ""
+        if language == "perl" and kind == "call" and not quals:  # ``&Text::Wrap::fill``
+            qual, _, name = name.lstrip("&").rpartition("::")
+            if not name:
+                continue
         scope = _scope(language, node, source)
         qual = scope or qual  # ``arrow::Status::OK``: ``arrow::Status``, also its module
         ref = Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte, scope)

@@ -22,7 +22,7 @@ EXACT: Final = "exact"
 IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 
-_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java)$")
+_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl)$")
 #: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
 _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
 _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
@@ -149,6 +149,8 @@ class ModulePaths:
                 return found
             parts = [p for p in module.split("::") if p not in {"crate", "self", "super", ""}]
             key = "/".join(parts)
+        elif lang in {"pm", "pl"}:  # ``Text::Wrap``: ``Text/Wrap.pm``, under any ``lib/``
+            key = module.replace("::", "/")
         else:
             key = module.replace(".", "/")
         if not key:
