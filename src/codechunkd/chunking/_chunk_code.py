@@ -22,7 +22,7 @@ running counts over the file, not from the span.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeGuard
 
 from tree_sitter import Node
 
@@ -253,18 +253,12 @@ class CodeSplitter(UnitReader):
             if u.size > budget:
                 opened = self._open(u)
                 if opened is not None:
-                    for x in opened:
-                        x.documents = u.documents
                     work.extend(reversed(opened))
                     continue
                 cur = None  # a single word longer than the budget: a chunk of its own
                 segs.append(_Seg("glue", [u], u.size))
                 continue
-            if (
-                cur is None
-                or cur.size + u.size > budget
-                or u.documents is not cur.units[-1].documents  # a doc comment stands apart
-            ):
+            if not _joins(cur, u, budget):
                 cur = _Seg("glue")
                 segs.append(cur)
             cur.units.append(u)
@@ -503,6 +497,14 @@ class CodeSplitter(UnitReader):
         if nws_size(text) > self.budget:
             text = truncate(text, self.budget)
         return text.decode("utf-8", "replace")
+
+
+def _joins(cur: _Seg | None, u: Unit, budget: int) -> TypeGuard[_Seg]:
+    """Whether glue ``u`` joins the glue segment ``cur``: it fits, and a doc comment too long
+    to join its definition stands apart (``Unit.documents``)."""
+    return (
+        cur is not None and cur.size + u.size <= budget and u.documents is cur.units[-1].documents
+    )
 
 
 def _inner_scope(ctx: _Ctx, spec: DefSpec, kind: str, name: str) -> Scope:

@@ -288,7 +288,15 @@ class UnitReader:
         return u.inner if has_member_definitions(u.inner) else []
 
     def _open(self, u: Unit) -> list[Unit] | None:
-        """The pieces of an oversized unit: its children (and the text between), or lines."""
+        """The pieces of an oversized unit: its children (and the text between), or lines;
+        the pieces of a doc comment document what it does."""
+        pieces = self._pieces(u)
+        if pieces is not None and u.documents is not None:
+            for x in pieces:
+                x.documents = u.documents
+        return pieces
+
+    def _pieces(self, u: Unit) -> list[Unit] | None:
         node = u.node
         if node is not None and node.type in self.rules.doc_blocks:
             pieces = self._paragraph_units(u.start, u.end)
