@@ -45,6 +45,7 @@ import bisect
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, make_dataclass
 from itertools import chain
@@ -54,7 +55,7 @@ from typing import Final
 from tree_sitter import Parser, Tree
 
 from codechunkd import logs
-from codechunkd.chunking import _guard, docstrings
+from codechunkd.chunking import _guard, docstrings, repairs
 from codechunkd.chunking._chunk_code import Anchor, CodeSplitter, Piece
 from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
@@ -100,10 +101,12 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: a JavaScript/TypeScript definition; C++ macros before a function's type and name.
 CHUNKER_VERSION = 17
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"perl": 1}
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"perl": 1, "typescript": 1, "tsx": 1}
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
-perl 1: Perl's references (calls, method calls, ``use`` lists and modules).
+perl 1: Perl's references (calls, method calls, ``use`` lists and modules).  typescript,
+tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
+members (``chunking/repairs.py``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
@@ -284,9 +287,14 @@ def _parse_guarded(path: str, language: str, source: bytes) -> Tree | None:
     if reason is None and _guard.risky(language, source):
         reason = _guard.survives(language, source, seconds)
     if reason is None:
-        tree = _guard.parse(_parser(language), blank_export_macros(language, source), seconds)
+        parser = _parser(language)
+        began = time.monotonic()
+        tree = _guard.parse(parser, blank_export_macros(language, source), seconds)
         if tree is not None:
-            return tree
+            again = min(seconds, repairs.repair_seconds(time.monotonic() - began))
+            return repairs.repaired(
+                language, source, tree, lambda fixed: _guard.parse(parser, fixed, again)
+            )
         reason = f"the parse ran past {seconds:.0f} s"
 
     logs.get_logger("codechunkd.chunking").warning(
