@@ -87,3 +87,45 @@ def test_typescript_reads_assigned_functions_alike(count_tokens: CountTokens) ->
     )
     chunks = chunk("src/observable.ts", src, count_tokens=count_tokens)
     assert [(c.kind, c.symbol) for c in chunks] == [("function", "Observable.pipe")]
+
+
+OBJECT = b"""const observableFactories: IObservableFactory = {
+    box<T = any>(value: T, options?: CreateObservableOptions): IObservableValue<T> {
+        const o = asCreateObservableOptions(options)
+        return new ObservableValue(value, getEnhancerFromOptions(o), o.name, true, o.equals)
+    },
+    array: function <T = any>(initialValues?: T[], options?: CreateObservableOptions) {
+        const o = asCreateObservableOptions(options)
+        return createObservableArray(initialValues, getEnhancerFromOptions(o), o.name)
+    },
+    map: (initialValues?: IObservableMapInitialValues, options?: CreateObservableOptions) =>
+        new ObservableMap(initialValues, getEnhancerFromOptions(options), options?.name),
+    ref: observableRefAnnotation,
+} as any
+
+const settings = { name: "x", deep: true, compare: () => true }
+"""
+
+
+def test_an_object_of_functions_is_a_definition_with_its_functions_as_members(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """``const api = { box() {…}, array: function … , map: () => … } as any`` (MobX's
+    ``observableFactories``) is a definition named ``observableFactories``; over the budget,
+    each function is a member of it, named ``observableFactories.box``; an object with one
+    function stays module code."""
+    chunks = chunk("src/api/observable.ts", OBJECT, count_tokens=count_tokens)
+    check(OBJECT, chunks, BUDGET)
+    assert [(c.kind, c.symbol) for c in chunks] == [
+        ("object", "observableFactories"),
+        ("module", ""),
+    ]
+    small = ChunkingSettings(budget=300)
+    chunks = chunk("src/api/observable.ts", OBJECT, small, count_tokens=count_tokens)
+    check(OBJECT, chunks, 300)
+    members = {c.symbol: c.kind for c in chunks if c.kind == "method"}
+    assert members == {
+        "observableFactories.box": "method",
+        "observableFactories.array": "method",
+        "observableFactories.map": "method",
+    }

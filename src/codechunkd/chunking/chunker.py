@@ -101,12 +101,19 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 #: a JavaScript/TypeScript definition; C++ macros before a function's type and name.
 CHUNKER_VERSION = 17
 
-LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {"perl": 1, "typescript": 1, "tsx": 1}
+LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
+    "perl": 1,
+    "javascript": 1,
+    "typescript": 2,
+    "tsx": 2,
+}
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
 perl 1: Perl's references (calls, method calls, ``use`` lists and modules).  typescript,
 tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
-members (``chunking/repairs.py``).
+members (``chunking/repairs.py``).  javascript 1, typescript and tsx 2: a declared object
+literal of two functions or more (``const api = { box() {…}, map: () => … }``) is a
+definition of kind ``object``, its functions its members; ``key: function …`` is a function.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

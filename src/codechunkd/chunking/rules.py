@@ -139,9 +139,14 @@ class Rules:
             t = node.type
         spec = self.defs.get(t)
         if spec is None and self.function_values:
-            if t in _VALUE_DECLS and _is_function_value(node):
-                return _FUNCTION
-            if t == "assignment_expression" and _is_function_assignment(node):
+            if t in _VALUE_DECLS:
+                if _is_function_value(node):
+                    return _FUNCTION
+                if _is_object_of_functions(node):
+                    return _OBJECT
+            elif (t == "assignment_expression" and _is_function_assignment(node)) or (
+                t == "pair" and _is_function_pair(node)
+            ):
                 return _FUNCTION
         if spec is not None or not self.generic or t in self.not_defs:
             return spec
@@ -159,7 +164,7 @@ class Rules:
         t = node.type
         if t in self.attached or t in self.wrappers or t == "ERROR":
             return False
-        if self.function_values and t in _VALUE_DECLS:
+        if self.function_values and (t in _VALUE_DECLS or t == "pair"):
             return False  # ``const f = () => …`` is a definition, ``const x = 1`` is not
         return self.spec(node, t) is None
 
@@ -193,6 +198,10 @@ def body_of(node: Node) -> Node | None:
             return c
     # const f = () => { ... } ; local function in a declaration; arrow functions
     for c in node.named_children:
+        if c.type == "variable_declarator":  # ``const api = { … }``: the object's members
+            value = _object_value(c)
+            if value is not None:
+                return value
         if c.type in (
             "variable_declarator",
             "assignment_expression",
@@ -246,6 +255,48 @@ _FUNCTION_VALUES: Final = frozenset(
     {"arrow_function", "function_expression", "function", "generator_function"}
 )
 _EXPORTS: Final = frozenset({b"module.exports", b"exports"})
+
+
+_OBJECT: Final = DefSpec("object", "class")
+_OBJECT_WRAPPERS: Final = frozenset(
+    {"as_expression", "satisfies_expression", "parenthesized_expression"}
+)
+_OBJECT_MEMBERS: Final = 2
+"""An object literal holding at least this many functions is a definition (``_OBJECT``)."""
+
+
+def _is_function_pair(node: Node) -> bool:
+    """``box: function (value) {…}``, ``map: (x) => …``: a function as an object's member."""
+    value = node.child_by_field_name("value")
+    return value is not None and value.type in _FUNCTION_VALUES
+
+
+def _object_value(declarator: Node) -> Node | None:
+    """The object literal a declarator gives its variable (``= { … }``, ``= { … } as T``,
+    ``= { … } satisfies T``), or None."""
+    value = declarator.child_by_field_name("value")
+    for _ in range(3):
+        if value is None or value.type not in _OBJECT_WRAPPERS:
+            break
+        value = value.named_child(0)
+    return value if value is not None and value.type == "object" else None
+
+
+def _is_object_of_functions(node: Node) -> bool:
+    """``const api = { box(v) {…}, map: (x) => … }``: one declared object literal with
+    functions as members (at least :data:`_OBJECT_MEMBERS`) is, like a class, a definition
+    whose functions are its members."""
+    declarators = [c for c in node.named_children if c.type == "variable_declarator"]
+    value = _object_value(declarators[0]) if len(declarators) == 1 else None
+    if value is None:
+        return False
+    functions = 0
+    for c in value.named_children:
+        if c.type == "method_definition" or (c.type == "pair" and _is_function_pair(c)):
+            functions += 1
+            if functions >= _OBJECT_MEMBERS:
+                return True
+    return False
 
 
 def _is_function_assignment(node: Node) -> bool:
