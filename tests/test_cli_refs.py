@@ -165,3 +165,35 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     lines = source.decode().splitlines()
     line = 1 + next(i for i, x in enumerate(lines) if x.startswith("sub unexpand"))
     assert d["path"] == "Text/Tabs.pm" and d["line"] == line
+
+
+@pytest.mark.slow
+def test_bash_refs_resolve_through_source(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A script that sources ``"$DIR/lib/common.sh"`` and calls its function: ``refs`` finds
+    the call, resolved through the ``source`` line (another script's function of the same
+    name is not the target); a program (``rsync``) is defined nowhere."""
+    repo.write("scripts/lib/common.sh", 'log_info() {\n  echo "[info] $*"\n}\n')
+    repo.write("tools/log.sh", 'log_info() {\n  printf "%s\\n" "$*" >&2\n}\n')
+    repo.write(
+        "scripts/deploy.sh",
+        '#!/bin/bash\nDIR="$(dirname "$0")"\nsource "$DIR/lib/common.sh"\n\n'
+        'deploy() {\n  log_info "deploying $1"\n  rsync -a . "$1"\n}\n',
+    )
+    repo.commit("scripts")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    where = ("--index-dir", str(index_dir))
+    done = _run("refs", "log_info", "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    uses = json.loads(done.stdout)
+    assert [(u["path"], u["symbol"], u["resolved"]) for u in uses] == [
+        ("scripts/deploy.sh", "deploy", "imported")
+    ], uses
+    assert uses[0]["target"]["path"] == "scripts/lib/common.sh"
+    assert _run("defs", "rsync", *where).returncode == 1

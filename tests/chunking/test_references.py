@@ -246,6 +246,25 @@ def test_perl_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert not _has(refs, "call", "shift")  # a builtin: not a sub of the code
 
 
+def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Each command is a call by its name (a function of the code, or a program: resolved
+    at query time); ``source`` and ``.`` paste a file's names in, by its path after the last
+    variable; a path that is all variable names no file."""
+    refs = _refs(
+        "scripts/deploy.sh",
+        '#!/bin/bash\nDIR="$(cd "$(dirname "$0")" && pwd)"\nsource "$DIR/lib/common.sh"\n'
+        '. ./other.sh\nsource ${HELPERS}\n\ndeploy() {\n  log_info "deploying $1"\n'
+        '  if check_ready; then\n    rsync -a . "$1"\n  fi\n'
+        "  local out=$(build_assets --fast)\n}\n",
+        count_tokens,
+    )
+    imports = {(r.name, r.module) for r in refs if r.kind == "import"}
+    assert imports == {("*", "lib/common.sh"), ("*", "other.sh")}
+    calls = {r.name for r in refs if r.kind == "call"}
+    assert {"log_info", "check_ready", "build_assets", "rsync", "dirname"} <= calls
+    assert "deploy" not in calls and "out" not in calls
+
+
 def test_java_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Class, static and wildcard imports; extends/implements; calls and ``new``."""
     refs = _refs(
@@ -386,7 +405,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
-    ext |= {"perl": "pm"}
+    ext |= {"perl": "pm", "bash": "sh"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

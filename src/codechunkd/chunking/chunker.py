@@ -103,13 +103,15 @@ CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "perl": 1,
+    "bash": 1,
     "javascript": 1,
     "typescript": 2,
     "tsx": 2,
 }
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
-perl 1: Perl's references (calls, method calls, ``use`` lists and modules).  typescript,
+perl 1: Perl's references (calls, method calls, ``use`` lists and modules).  bash 1: Bash's
+(commands, ``source`` and ``.``).  typescript,
 tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
 members (``chunking/repairs.py``).  javascript 1, typescript and tsx 2: a declared object
 literal of two functions or more (``const api = { box() {…}, map: () => … }``) is a

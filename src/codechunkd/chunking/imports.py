@@ -243,6 +243,20 @@ def _perl_imports(node: Node) -> list[Ref]:
     return [_ref(node, w, w, path) for w in names]
 
 
+_SHELL_VARIABLE: Final = re.compile(r"^.*(?:\$\{[^}]*\}|\$\w+|\$\([^)]*\))")
+
+
+def _bash_sources(node: Node) -> list[Ref]:
+    """``source lib/common.sh``, ``. "$DIR/lib/common.sh"`` pastes every name of the file in
+    (``*``), by its path after the last variable, as written (``/lib/common.sh``)."""
+    arg = node.child_by_field_name("argument")
+    if arg is None or arg.end_byte - arg.start_byte > MAX_MODULE:
+        return []
+    path = _SHELL_VARIABLE.sub("", _text(arg).strip("\"'")).lstrip("/")
+    path = path[2:] if path.startswith("./") else path
+    return [_ref(node, "*", "", path)] if path and "$" not in path else []
+
+
 IMPORTS: Final = {
     "python": _python_imports,
     "javascript": _js_imports,
@@ -252,6 +266,7 @@ IMPORTS: Final = {
     "rust": _rust_imports,
     "java": _java_imports,
     "perl": _perl_imports,
+    "bash": _bash_sources,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

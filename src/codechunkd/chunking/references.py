@@ -1,11 +1,11 @@
 """The names a file uses: calls, imports, inheritance and type uses, from its tree-sitter tree.
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
-languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, Perl, C,
-C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a handful of
-tree-sitter query patterns (run in C, one pass over the tree) plus a small function that
-reads its import statements, because what an import binds (an alias, a namespace, a list)
-is easier to say in Python than in a query.
+languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, Perl, Bash,
+C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a
+handful of tree-sitter query patterns (run in C, one pass over the tree) plus a small
+function that reads its import statements, because what an import binds (an alias, a
+namespace, a list) is easier to say in Python than in a query.
 
 What a ref records is syntax only: the name (``join``), the text before it (``os.path``,
 ``self``), its kind and line.  Which definition a name means is decided at query time
@@ -252,6 +252,11 @@ _JAVA: Final = [
 ]
 
 
+# Bash: a command that may be a function of the code (``log_info "x"``); ``source f``, ``. f``.
+_BASH: Final = [
+    ("call", "(command name: (command_name (word) @name))"),
+    ("import", '(command name: (command_name (word) @cmd (#any-of? @cmd "source" "."))) @import'),
+]
 # Perl: a sub's name is written with its package or not (``Text::Wrap::fill(…)``, ``&f``),
 # a method on an object or a class (``$self->helper``, ``File::Temp->new``); ``use M``.
 _PERL: Final = [
@@ -271,6 +276,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "rust": _RUST,
     "java": _JAVA,
     "perl": _PERL,
+    "bash": _BASH,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,

@@ -22,7 +22,7 @@ EXACT: Final = "exact"
 IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 
-_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl)$")
+_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash)$")
 #: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
 _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
 _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
@@ -151,6 +151,8 @@ class ModulePaths:
             key = "/".join(parts)
         elif lang in {"pm", "pl"}:  # ``Text::Wrap``: ``Text/Wrap.pm``, under any ``lib/``
             key = module.replace("::", "/")
+        elif lang in {"sh", "bash"}:  # ``source lib/common.sh``: any ``…/lib/common.sh``
+            key = _EXT.sub("", module)
         else:
             key = module.replace(".", "/")
         if not key:
