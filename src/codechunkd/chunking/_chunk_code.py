@@ -356,7 +356,11 @@ class CodeSplitter(UnitReader):
         defs = [u for u in seg.units if u.spec is not None]
         if not defs:
             documented = seg.units[0].documents
-            if documented is not None and documented.defn is not None and documented.spec:
+            if (
+                documented is not None
+                and documented.defn is not None
+                and documented.spec is not None
+            ):
                 # the doc comment of the definition after it: named for it
                 name = name_of(documented.defn, self.src)
                 symbol = self._kind_symbol(documented.spec, name, ctx.scope)[1]

@@ -239,7 +239,7 @@ def _perl_imports(node: Node) -> list[Ref]:
     if not lists:
         return [_ref(node, "*", "", path)]
     words = " ".join(_text(c) for c in lists)
-    names = [w for w in _PERL_WORD.findall(words) if w not in ("qw",)]
+    names = [w for w in _PERL_WORD.findall(words) if w != "qw"]
     return [_ref(node, w, w, path) for w in names]
 
 

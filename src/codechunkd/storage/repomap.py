@@ -8,8 +8,8 @@ a file's references to itself are not counted).  The PageRank of a file is then 
 over the definitions it is referred to through, in proportion to the edges' weights, so a
 definition ranks high when much-referred-to files refer to it.  The map lists the files by
 rank, each with its best definitions' signatures, until the budget is spent.  A file none of
-whose definitions is referred to (a script, or a language whose uses are not read: Perl,
-CMake, PHP, …) lists its own, in file order.
+whose definitions is referred to (a script, or a language whose uses are not read: CMake,
+PHP, Ruby, …) lists its own, in file order.
 """
 
 from __future__ import annotations
@@ -124,9 +124,7 @@ def repo_map(
     spent = 0
     for path in shown:
         best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])[:_PER_FILE]
-        rows = [j for j, _ in best] or sorted(own.get(path, ()), key=lambda j: g._line[j])[
-            :_PER_FILE
-        ]
+        rows = [j for j, _ in best] or _in_file_order(g, own.get(path, ()))
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
         defs = tuple(
             (g._chunk[j], _shown(g._qual[j], sigs.get(g._chunk[j])), g._line[j]) for j in rows
@@ -140,6 +138,11 @@ def repo_map(
         spent += cost
         out.append(MapEntry(path=path, rank=rank[path], definitions=defs))
     return out
+
+
+def _in_file_order(g: RefGraph, rows: Sequence[int]) -> list[int]:
+    """A file's own definition rows by line, the first :data:`_PER_FILE`."""
+    return sorted(rows, key=lambda j: g._line[j])[:_PER_FILE]
 
 
 def _shown(symbol: str, signature: str | None) -> str:
