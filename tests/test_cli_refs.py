@@ -118,8 +118,8 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     """Perl's standard library's Text::Tabs and a module that imports ``expand`` from it:
     ``refs`` finds the call, resolved through the ``use`` list to Text/Tabs.pm; the map
     lists Text::Tabs's used sub, and for the importing module, whose subs nobody uses, its
-    own subs in file order (a Python file keeps its ranked list); ``defs`` finds a sub by
-    its package-qualified name."""
+    own package and subs in file order (a Python file keeps its ranked list); ``defs`` finds
+    a package by its statement and a sub by its package-qualified name."""
     tabs = Path("/usr/share/perl/5.36/Text/Tabs.pm")
     source = (
         tabs.read_bytes()
@@ -155,10 +155,13 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     entries = {e["path"]: e["definitions"] for e in json.loads(done.stdout)}
     assert [d["signature"] for d in entries["Text/Tabs.pm"]] == ["sub expand"]
     fold = entries["lib/Fold.pm"]
-    assert [d["signature"] for d in fold] == ["sub fold", "sub unfold"], fold
-    assert [d["line"] for d in fold] == [4, 8]
+    assert [d["signature"] for d in fold] == ["Fold", "sub fold", "sub unfold"], fold
+    assert [d["line"] for d in fold] == [1, 4, 8]  # the package, then its subs
     assert [d["signature"] for d in entries["lib/core.py"]] == ["def parse(x)"]
     assert [d["signature"] for d in entries["a.py"]] == ["def one()"]
+    done = _run("defs", "Text::Tabs", *where, "--json")  # the package statement's chunk
+    assert done.returncode == 0, done.stderr
+    assert [d["path"] for d in json.loads(done.stdout)] == ["Text/Tabs.pm"]
     done = _run("defs", "Text::Tabs::unexpand", *where, "--json")
     assert done.returncode == 0, done.stderr
     [d] = json.loads(done.stdout)

@@ -76,8 +76,11 @@ def test_perl_subs_are_named_in_their_package(count_tokens: CountTokens, check: 
     assert fold.docstring == "Folds a paragraph to the folder's width, breaking at spaces."
     assert defs["Text::Fold::new"].docstring == "Make a folder for lines of $width columns."
     assert "package Text::Fold" in fold.header
-    # no chunk is a package statement alone
+    # no chunk is a package statement alone, and the chunk holding one names the package
     assert not [c for c in chunks if c.content.strip() == "package Text::Fold::Compat;"]
+    assert "Text::Fold" in chunks[0].names
+    compat = defs["Text::Fold::Compat::fold_text"]
+    assert compat.names == ("Text::Fold::Compat::fold_text", "Text::Fold::Compat")
 
 
 CMAKE = b"""#[=======================================================================[.rst:

@@ -120,6 +120,7 @@ class CodeSplitter(UnitReader):
         self.out: list[Piece] = []
         self._stack: list[tuple[_Seg | None, int, int, _Ctx]] = []  # (seg, a, b, ctx) to do
         self._prefixes: dict[Scope, str] = {}  # scope -> its qualified name
+        self._declared: dict[int, str] = {}  # a scope statement's start -> the scope's name
 
     # -- entry points -----------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class CodeSplitter(UnitReader):
             for units, a, b, part_ctx, head in parts:
                 self._layout(units, a, b, part_ctx, header_end=head)
                 self._run()
+            self._name_declared()
         else:
             self._layout(self._units(children), 0, n, ctx)
         self._run()
@@ -175,6 +177,8 @@ class CodeSplitter(UnitReader):
             if spec is None or spec.mode != "scope" or not spec.kind:
                 continue
             name = name_of(node, self.src)
+            if name:
+                self._declared[u.start] = name
             then = _Ctx(((spec.kind, name, spec.mode),) if name else (), None, base.glue_kind, "")
             if defined:
                 cut(i, u.start, then, u.end)
@@ -182,6 +186,22 @@ class CodeSplitter(UnitReader):
                 ctx, head = then, u.end
         parts.append((units[begin:], lo, n, ctx, head))
         return parts
+
+    def _name_declared(self) -> None:
+        """The piece holding a scope statement (``package Text::Wrap;``, ``namespace App;``)
+        names the scope among the definitions it holds (``defs Text::Wrap`` finds it)."""
+        starts = sorted(self._declared)
+        k = 0
+        for p in self.out:
+            if p.synthetic_text is not None:
+                continue
+            while k < len(starts) and starts[k] < p.start:
+                k += 1
+            while k < len(starts) and starts[k] < p.end:
+                # a definition's piece names it (``chunker``: its symbol, by default)
+                own = p.names or ((p.symbol,) if p.defn is not None and p.symbol else ())
+                p.names = (*own, self._declared[starts[k]])
+                k += 1
 
     def split_children(
         self, children: list[Node], a: int, b: int, *, kind: str, symbol: str

@@ -102,7 +102,9 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
-    "perl": 1,
+    "perl": 2,
+    "php": 1,
+    "csharp": 1,
     "bash": 1,
     "javascript": 1,
     "typescript": 2,
@@ -110,7 +112,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 }
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
-perl 1: Perl's references (calls, method calls, ``use`` lists and modules).  bash 1: Bash's
+perl 1: Perl's references (calls, method calls, ``use`` lists and modules); perl 2, php 1,
+csharp 1: the chunk holding a scope statement (``package Foo;``, ``namespace App;``) names
+the scope among its definitions (``defs Foo``).  bash 1: Bash's
 (commands, ``source`` and ``.``).  typescript,
 tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
 members (``chunking/repairs.py``).  javascript 1, typescript and tsx 2: a declared object
