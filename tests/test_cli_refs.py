@@ -19,6 +19,14 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
 
 
+def _indexed(repo: Repo, settings: Settings, embedder, index_dir: Path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Index ``repo`` once; the CLI's arguments naming that index."""
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    return ("--index-dir", str(index_dir))
+
+
 @pytest.mark.slow
 def test_defs_refs_and_map_answer_from_the_references_table(
     repo: Repo,
@@ -137,10 +145,7 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
     repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
     repo.commit("perl and python")
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    where = ("--index-dir", str(index_dir))
+    where = _indexed(repo, settings, embedder, index_dir)
     done = _run("refs", "expand", "--calls", *where, "--json")
     assert done.returncode == 0, done.stderr
     [use] = json.loads(done.stdout)
@@ -188,10 +193,7 @@ def test_bash_refs_resolve_through_source(
         'deploy() {\n  log_info "deploying $1"\n  rsync -a . "$1"\n}\n',
     )
     repo.commit("scripts")
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    where = ("--index-dir", str(index_dir))
+    where = _indexed(repo, settings, embedder, index_dir)
     done = _run("refs", "log_info", "--calls", *where, "--json")
     assert done.returncode == 0, done.stderr
     uses = json.loads(done.stdout)
