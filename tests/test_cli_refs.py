@@ -133,14 +133,15 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
         tabs.read_bytes()
         if tabs.exists()
         else b"package Text::Tabs;\n\nsub expand {\n  my @l;\n  return @l;\n}\n\n"
-        b"sub unexpand\n{\n  my (@l) = @_;\n  return @l;\n}\n\n1;\n"
+        b"sub unexpand\n{\n  my (@l) = @_;\n  return expand(@l);\n}\n\n1;\n"
     )
     (repo.path / "Text").mkdir()
     (repo.path / "Text" / "Tabs.pm").write_bytes(source)
     repo.write(
         "lib/Fold.pm",
         "package Fold;\nuse Text::Tabs qw(expand);\n\nsub fold {\n  return expand(@_);\n}\n\n"
-        "sub unfold {\n  return join '', @_;\n}\n\n1;\n",
+        "sub unfold {\n  my $self = shift;\n  return $self->fold(trim(@_));\n}\n\n"
+        "sub trim { return @_ }\n\n1;\n",
     )
     repo.write("lib/core.py", "def parse(x):\n    return x\n\n\ndef unused():\n    return 1\n")
     repo.write("a.py", "from lib.core import parse\n\n\ndef one():\n    return parse(1)\n")
@@ -148,20 +149,28 @@ def test_perl_refs_and_a_map_of_files_whose_definitions_nobody_uses(
     where = _indexed(repo, settings, embedder, index_dir)
     done = _run("refs", "expand", "--calls", *where, "--json")
     assert done.returncode == 0, done.stderr
-    [use] = json.loads(done.stdout)
-    assert (use["path"], use["symbol"], use["resolved"]) == (
-        "lib/Fold.pm",
-        "Fold::fold",
-        "imported",
-    )
+    uses = {u["path"]: u for u in json.loads(done.stdout)}
+    use = uses["lib/Fold.pm"]
+    assert (use["symbol"], use["resolved"]) == ("Fold::fold", "imported")
     assert use["target"]["path"] == "Text/Tabs.pm"
+    own = uses["Text/Tabs.pm"]  # ``unexpand`` calls ``expand``, a sub of its own package
+    assert (own["symbol"], own["resolved"]) == ("Text::Tabs::unexpand", "exact")
     done = _run("map", *where, "--budget", "1000", "--json")
     assert done.returncode == 0, done.stderr
     entries = {e["path"]: e["definitions"] for e in json.loads(done.stdout)}
     assert [d["signature"] for d in entries["Text/Tabs.pm"]] == ["sub expand"]
     fold = entries["lib/Fold.pm"]
-    assert [d["signature"] for d in fold] == ["Fold", "sub fold", "sub unfold"], fold
-    assert [d["line"] for d in fold] == [1, 4, 8]  # the package, then its subs
+    assert [d["signature"] for d in fold] == ["Fold", "sub fold", "sub unfold", "sub trim"]
+    assert [d["line"] for d in fold] == [1, 4, 8, 13]  # the package, then its subs
+    done = _run("refs", "Fold::fold", "--calls", *where, "--json")  # ``$self->fold``
+    assert done.returncode == 0, done.stderr
+    assert [(u["symbol"], u["resolved"]) for u in json.loads(done.stdout)] == [
+        ("Fold::unfold", "exact")
+    ]
+    done = _run("refs", "trim", "--calls", *where, "--json")  # a sub of the same package
+    assert [(u["symbol"], u["resolved"]) for u in json.loads(done.stdout)] == [
+        ("Fold::unfold", "exact")
+    ]
     assert [d["signature"] for d in entries["lib/core.py"]] == ["def parse(x)"]
     assert [d["signature"] for d in entries["a.py"]] == ["def one()"]
     done = _run("defs", "Text::Tabs", *where, "--json")  # the package statement's chunk

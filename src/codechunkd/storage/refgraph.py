@@ -47,7 +47,9 @@ __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph",
 _K = TypeVar("_K")
 
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
-_SELF: Final = frozenset({"", "self", "cls", "this", "Self", "super()", "super"})
+_SELF: Final = frozenset(
+    {"", "self", "cls", "this", "Self", "super()", "super", "$self", "$class", "__PACKAGE__"}
+)
 _SUPER: Final = frozenset({"super()", "super"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java"})
 #: Languages where a bare name can call a member of the enclosing class.
@@ -374,7 +376,11 @@ class RefGraph(CFamily):
     def _in_same_module(self, i: int, j: int) -> bool:
         """Rust: definition ``j`` is a function of the module use ``i`` is written in
         (``tests::helper`` called from ``tests::it_works``); a module is lower-case, a type
-        or trait is not (Rust's naming rules), and a type's members are not bare names."""
+        or trait is not (Rust's naming rules), and a type's members are not bare names.  Perl:
+        ``j`` is a sub of the package ``i`` is written in (``fileparse`` called from
+        ``File::Basename::basename``): a package's subs call each other by bare name."""
+        if self._lang[i] == "perl":
+            return self._sym[j].split(".")[:-1] == self._owner[i].split(".")[:-1]
         if self._lang[i] != "rust" or "impl " in self._qual[j]:
             return False
         scope = self._sym[j].split(".")[:-1]
