@@ -216,7 +216,8 @@ def test_long_pod_is_cut_between_paragraphs_never_after_a_heading(
 ) -> None:
     """Documentation after ``__END__`` longer than the budget is cut between paragraphs,
     each heading or item kept with the paragraph after it (line cuts put ``=item`` at a
-    chunk's end and began chunks mid-sentence)."""
+    chunk's end and began chunks mid-sentence), each piece a ``section`` named for the
+    heading it opens or goes on with."""
     items = "".join(
         f"=item C<option_{i}>\n\nSets option {i} of the folder, which changes how lines\n"
         f"are broken and measured when the text is folded.\n\n"
@@ -234,6 +235,9 @@ def test_long_pod_is_cut_between_paragraphs_never_after_a_heading(
     check(src, chunks, budget)
     doc = [c for c in chunks if c.start_byte >= src.index(b"=head1 NAME")]
     assert len(doc) >= 4
+    # each is the section it opens or goes on with (not ``fold``, whose POD ended at ``=cut``)
+    named = [(c.kind, c.symbol) for c in chunks if c.end_byte > src.index(b"__END__")]
+    assert named[0] == ("section", "NAME") and set(named[1:]) == {("section", "OPTIONS")}
     for c in doc:
         assert not c.content.splitlines()[-1].startswith(("=head", "=item", "=over")), c.content
         before = src[: c.start_byte]

@@ -21,6 +21,7 @@ running counts over the file, not from the span.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final, TypeGuard
 
@@ -46,6 +47,10 @@ __all__ = ["Anchor", "CodeSplitter", "Piece"]
 _MAX_SCOPE: Final = 8
 #: A glue piece of at most this many counted characters after a definition joins it.
 TINY: Final = 40
+_POD_HEADING: Final = re.compile(rb"=head\d[ \t]+([^\n]+)")
+"""A POD heading: documentation after it, up to the next, is its section."""
+_MAX_TITLE: Final = 200
+_SECTION_BACK: Final = 65536
 
 
 Scope = tuple[tuple[str, str, str], ...]
@@ -386,6 +391,9 @@ class CodeSplitter(UnitReader):
                 symbol = self._kind_symbol(documented.spec, name, ctx.scope)[1]
                 self._leaf(a, b, _Ctx(ctx.scope, ctx.parent, "doc", symbol), name)
                 return
+            title = self._pod_section(a, b) if self.rules.doc_blocks else ""
+            if title:
+                ctx = _Ctx(ctx.scope, ctx.parent, "section", title)
             self._leaf(a, b, ctx)
             return
         names = tuple(name_of(u.defn, self.src) for u in defs if u.defn is not None)
@@ -410,6 +418,25 @@ class CodeSplitter(UnitReader):
             )
         if tail:
             self._leaf(end, b, ctx)
+
+    def _pod_section(self, a: int, b: int) -> str:
+        """The POD section a piece of documentation ``[a, b)`` is of (Perl): the one it opens,
+        else the one it goes on with (its heading looked for :data:`_SECTION_BACK` bytes
+        back, with no ``=cut`` since), else the first it opens later; ``""`` for none."""
+        src = self.src
+        if src.startswith(b"=head", a):
+            at = a
+        else:
+            back = src.rfind(b"\n=head", max(a - _SECTION_BACK, 0), a)
+            if back >= 0 and src.find(b"\n=cut", back, a) >= 0:
+                back = -1  # that section's POD ended before the piece: code came between
+            at = back + 1 if back >= 0 else src.find(b"\n=head", a, b) + 1
+            if at <= 0:
+                return ""
+        heading = _POD_HEADING.match(src, at)
+        if heading is None:
+            return ""
+        return heading.group(1).decode("utf-8", "replace").strip()[:_MAX_TITLE]
 
     def _lines(self, a: int, b: int, ctx: _Ctx) -> None:
         bounds = [a, *line_cuts(self.src, a, b, self.budget), b]

@@ -102,7 +102,7 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
-    "perl": 2,
+    "perl": 3,
     "php": 1,
     "csharp": 1,
     "bash": 1,
@@ -114,7 +114,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 
 perl 1: Perl's references (calls, method calls, ``use`` lists and modules); perl 2, php 1,
 csharp 1: the chunk holding a scope statement (``package Foo;``, ``namespace App;``) names
-the scope among its definitions (``defs Foo``).  bash 1: Bash's
+the scope among its definitions (``defs Foo``); perl 3: a piece of POD is a ``section``
+named for the heading it opens or goes on with.  bash 1: Bash's
 (commands, ``source`` and ``.``).  typescript,
 tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
 members (``chunking/repairs.py``).  javascript 1, typescript and tsx 2: a declared object
