@@ -112,15 +112,15 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 }
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
-perl 1: Perl's references (calls, method calls, ``use`` lists and modules); perl 2, php 1,
-csharp 1: the chunk holding a scope statement (``package Foo;``, ``namespace App;``) names
-the scope among its definitions (``defs Foo``); perl 3: a piece of POD is a ``section``
-named for the heading it opens or goes on with.  bash 1: Bash's
-(commands, ``source`` and ``.``).  typescript,
-tsx 1: call signatures on lines of their own (no semicolons) are parsed as an interface's
-members (``chunking/repairs.py``).  javascript 1, typescript and tsx 2: a declared object
-literal of two functions or more (``const api = { box() {…}, map: () => … }``) is a
-definition of kind ``object``, its functions its members; ``key: function …`` is a function.
+- perl 1: Perl's references (calls, method calls, ``use`` lists and modules); perl 2 (with
+  php 1, csharp 1): the chunk holding a scope statement (``package Foo;``,
+  ``namespace App;``) names the scope among its definitions (``defs Foo``); perl 3: a piece
+  of POD is a ``section`` named for the heading it opens or goes on with.
+- bash 1: Bash's references (commands, ``source`` and ``.``).
+- typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
+  an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
+  a declared object literal of two functions or more (``const api = { box() {…} }``) is a
+  definition of kind ``object``, its functions its members; ``key: function …`` is one.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
