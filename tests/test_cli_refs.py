@@ -211,3 +211,65 @@ def test_bash_refs_resolve_through_source(
     ], uses
     assert uses[0]["target"]["path"] == "scripts/lib/common.sh"
     assert _run("defs", "rsync", *where).returncode == 1
+
+
+def test_php_refs_resolve_through_namespaces(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """PHP laid out as Google's App Engine SDK is, each namespace in a folder of another
+    name: a static call on a class a ``use`` imports finds that class's method (not the
+    same-named class of another namespace); ``$this->`` finds the class's own method or a
+    base's; ``new`` finds a class of the same namespace; a bare call (``count($items)``) is
+    never a method, however named."""
+    repo.write(
+        "sdk/google/appengine/runtime/ApiProxy.php",
+        "<?php\nnamespace google\\appengine\\runtime;\n\nclass ApiProxy {\n"
+        "  public static function makeSyncCall($package, $method) {\n"
+        "    return [$package, $method];\n  }\n}\n",
+    )
+    repo.write(
+        "sdk/legacy/ApiProxy.php",
+        "<?php\nnamespace legacy;\n\nclass ApiProxy {\n"
+        "  public static function makeSyncCall($a, $b) { return null; }\n}\n",
+    )
+    users = "sdk/google/appengine/api/users"
+    repo.write(
+        f"{users}/BaseService.php",
+        "<?php\nnamespace google\\appengine\\api\\users;\n\nabstract class BaseService {\n"
+        "  public function describe() { return static::class; }\n}\n",
+    )
+    repo.write(
+        f"{users}/UsersException.php",
+        "<?php\nnamespace google\\appengine\\api\\users;\n\n"
+        "class UsersException extends \\Exception {}\n",
+    )
+    repo.write(
+        f"{users}/UserService.php",
+        "<?php\nnamespace google\\appengine\\api\\users;\n\n"
+        "use google\\appengine\\runtime\\ApiProxy;\n\n"
+        "final class UserService extends BaseService {\n"
+        "  public function current() {\n    $items = $this->load();\n"
+        "    if (count($items) == 0) {\n      throw new UsersException($this->describe());\n"
+        "    }\n    return ApiProxy::makeSyncCall('user', 'GetCurrentUser');\n  }\n\n"
+        "  public function count() { return 0; }\n\n"
+        "  private function load() { return []; }\n}\n",
+    )
+    repo.commit("php")
+    where = _indexed(repo, settings, embedder, index_dir)
+    service = "google\\appengine\\api\\users::UserService::current"
+
+    def calls(name: str) -> list[tuple[str, str, str]]:
+        done = _run("refs", name, "--calls", *where, "--json")
+        assert done.returncode == 0, done.stderr
+        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
+
+    assert calls("makeSyncCall") == [
+        (service, "imported", "sdk/google/appengine/runtime/ApiProxy.php")
+    ]
+    assert calls("load") == [(service, "exact", f"{users}/UserService.php")]
+    assert calls("describe") == [(service, "imported", f"{users}/BaseService.php")]
+    assert calls("UsersException") == [(service, "imported", f"{users}/UsersException.php")]
+    assert calls("count") == []

@@ -246,6 +246,48 @@ def test_perl_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert not _has(refs, "call", "shift")  # a builtin: not a sub of the code
 
 
+def test_php_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``use`` in its four forms (alias, function, group); calls bare, namespaced, on an
+    object (``->``, ``?->``) and on a class (``::``); ``new``; bases, interfaces and traits;
+    types; a variable's class from ``new`` and from a typed parameter."""
+    refs = _refs(
+        "src/Http/Kernel.php",
+        "<?php\nnamespace App\\Http;\n\nuse Google\\Runtime\\ApiProxy;\n"
+        "use Foo\\Bar as Baz, Foo\\Qux;\nuse function Foo\\helper;\nuse Foo\\{A, B as C};\n\n"
+        "class Kernel extends Base implements \\Countable, Iface {\n  use Loggable;\n"
+        "  public function handle(Request $req, ?\\Foo\\Resp $r): Response {\n"
+        "    $x = new Thing(1);\n    $x->run($req);\n    $this->boot();\n"
+        "    self::make();\n    parent::handle($req);\n    ApiProxy::makeSyncCall('a');\n"
+        "    \\Foo\\helper(1);\n    $x?->maybe();\n    $k = Thing::LIMIT;\n"
+        "    return new \\Foo\\Other($k);\n  }\n}\n",
+        count_tokens,
+    )
+    imports = {(r.name, r.qualifier, r.module) for r in refs if r.kind == "import"}
+    assert imports == {
+        ("ApiProxy", "ApiProxy", "Google\\Runtime"),
+        ("Baz", "Bar", "Foo"),
+        ("Qux", "Qux", "Foo"),
+        ("helper", "helper", "Foo"),
+        ("A", "A", "Foo"),
+        ("C", "B", "Foo"),
+    }
+    assert {r.name for r in refs if r.kind == "inherit"} == {
+        "Base",
+        "Countable",
+        "Iface",
+        "Loggable",
+    }
+    assert _has(refs, "call", "Thing", "") and _has(refs, "call", "Other", "Foo")
+    assert _has(refs, "call", "run", "$x") and _has(refs, "call", "boot", "$this")
+    assert _has(refs, "call", "make", "self") and _has(refs, "call", "handle", "parent")
+    assert _has(refs, "call", "makeSyncCall", "ApiProxy") and _has(refs, "call", "helper", "Foo")
+    assert _has(refs, "call", "maybe", "$x")
+    assert _has(refs, "type", "Request", "") and _has(refs, "type", "Resp", "Foo")
+    assert _has(refs, "type", "Response", "") and _has(refs, "type", "ApiProxy", "")
+    binds = {(r.name, r.qualifier) for r in refs if r.kind == "binds"}
+    assert binds == {("Request", "$req"), ("Resp", "$r"), ("Thing", "$x")}
+
+
 def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Each command is a call by its name (a function of the code, or a program: resolved
     at query time); ``source`` and ``.`` paste a file's names in, by its path after the last
@@ -405,7 +447,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
-    ext |= {"perl": "pm", "bash": "sh"}
+    ext |= {"perl": "pm", "bash": "sh", "php": "php"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

@@ -103,7 +103,7 @@ CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "perl": 3,
-    "php": 1,
+    "php": 2,
     "csharp": 1,
     "bash": 1,
     "javascript": 1,
@@ -117,6 +117,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   ``namespace App;``) names the scope among its definitions (``defs Foo``); perl 3: a piece
   of POD is a ``section`` named for the heading it opens or goes on with.
 - bash 1: Bash's references (commands, ``source`` and ``.``).
+- php 2: PHP's references (calls, ``new``, static calls, bases, types, ``use``, variables'
+  classes).
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a

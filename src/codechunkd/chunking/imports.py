@@ -257,6 +257,33 @@ def _bash_sources(node: Node) -> list[Ref]:
     return [_ref(node, "*", "", path)] if path and "$" not in path else []
 
 
+def _php_uses(node: Node) -> list[Ref]:
+    """``use Foo\\Bar;``, ``use Foo\\Bar as Baz;``, ``use function Foo\\helper;`` and
+    ``use Foo\\{A, B as C};`` bind ``Bar``, ``Baz``, ``helper``, ``A`` and ``C``: each the
+    last part of a name in the namespace before it (``Foo``), under its alias if any."""
+    body = node.child_by_field_name("body")
+    group = next((c for c in node.named_children if c.type == "namespace_name"), None)
+    prefix = _text(group).strip("\\") if body is not None and group is not None else ""
+    out: list[Ref] = []
+    for clause in (body if body is not None else node).named_children:
+        if clause.type != "namespace_use_clause":
+            continue
+        alias = clause.child_by_field_name("alias")
+        named = [
+            c
+            for c in clause.named_children
+            if c.type in {"name", "qualified_name"}
+            and (alias is None or c.start_byte != alias.start_byte)
+        ]
+        if not named:
+            continue
+        full = "\\".join(p for p in (prefix, _text(named[0]).strip("\\")) if p)
+        module, _, original = full.rpartition("\\")
+        if original:
+            out.append(_ref(clause, _text(alias) or original, original, module))
+    return out
+
+
 IMPORTS: Final = {
     "python": _python_imports,
     "javascript": _js_imports,
@@ -267,6 +294,7 @@ IMPORTS: Final = {
     "java": _java_imports,
     "perl": _perl_imports,
     "bash": _bash_sources,
+    "php": _php_uses,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

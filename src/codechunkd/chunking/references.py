@@ -2,7 +2,7 @@
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
 languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, Perl, Bash,
-C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a
+PHP, C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a
 handful of tree-sitter query patterns (run in C, one pass over the tree) plus a small
 function that reads its import statements, because what an import binds (an alias, a
 namespace, a list) is easier to say in Python than in a query.
@@ -266,6 +266,48 @@ _PERL: Final = [
     ("import", "(use_statement module: (package)) @import"),
 ]
 
+# PHP: a class is written bare or qualified (``Thing``, ``\\Foo\\Other``): ``new``, a static
+# call's or a constant's class, a type, a base; methods on objects and classes, ``use``.
+_PHP_CLASS: Final = (
+    "(name) @name",
+    "(qualified_name prefix: (namespace_name) @qual (name) @name)",
+    "(qualified_name (name) @name)",  # ``\\Countable``
+)
+_PHP: Final = [
+    *(("call", f"(function_call_expression function: {c})") for c in _PHP_CLASS),
+    *(
+        ("call", f"({node} object: {_Q} name: (name) @name)")
+        for node in ("member_call_expression", "nullsafe_member_call_expression")
+    ),
+    ("call", f"(scoped_call_expression scope: {_Q} name: (name) @name)"),
+    *(("call", f"(object_creation_expression {c})") for c in _PHP_CLASS),
+    *(
+        ("inherit", f"({node} {c})")
+        for node in ("base_clause", "class_interface_clause", "use_declaration")
+        for c in _PHP_CLASS
+    ),
+    *(("type", f"(named_type {c})") for c in _PHP_CLASS),
+    ("type", "(scoped_call_expression scope: (name) @name)"),  # ``ApiProxy::makeSyncCall()``
+    ("type", "(class_constant_access_expression . (name) @name)"),  # ``Thing::CONST``
+    *(  # ``$x = new Thing()``, ``function f(Request $req)``: the variable's class
+        ("binds", f"({node} {var} {typ})")
+        for node, var, typ in (
+            (
+                "assignment_expression",
+                "left: (variable_name) @var",
+                "right: (object_creation_expression [(name) @name (qualified_name (name) @name)])",
+            ),
+            (
+                "simple_parameter",
+                "type: [(named_type [(name) @name (qualified_name (name) @name)]) "
+                "(optional_type (named_type [(name) @name (qualified_name (name) @name)]))]",
+                "name: (variable_name) @var",
+            ),
+        )
+    ),
+    ("import", "(namespace_use_declaration) @import"),
+]
+
 
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "python": _PYTHON,
@@ -277,6 +319,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "java": _JAVA,
     "perl": _PERL,
     "bash": _BASH,
+    "php": _PHP,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,

@@ -9,9 +9,10 @@ writer has committed since.  A name used in a file is resolved, in order:
 2. ``imported``: through the file's imports: the module path is mapped to files of the
    same source (Python dotted and relative modules, TS/JS relative paths and index files,
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
-   packages), and the name looked up there, following re-exports (an ``__init__.py`` or
-   ``index.ts`` that imports it in turn) up to three hops; in Go and Java a bare name is
-   also looked up in the file's own package (its directory), and a Go variable's class
+   packages; PHP by the namespace a definition declares), and the name looked up there,
+   following re-exports (an ``__init__.py`` or ``index.ts`` that imports it in turn) up to
+   three hops; in Go, Java and PHP a bare name
+   is also looked up in the file's own package (its directory), and a Go variable's class
    named through a package (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
 3. ``by-name``: every definition of that name in the source, in a language the file's
    can call (``refnames.family``), when neither says more.
@@ -39,6 +40,8 @@ from codechunkd.storage.refnames import (
     ModulePaths,
     canonical,
     family,
+    in_same_module,
+    php_class,
     short_name,
 )
 
@@ -49,9 +52,10 @@ _K = TypeVar("_K")
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
 _SELF: Final = frozenset(
     {"", "self", "cls", "this", "Self", "super()", "super", "$self", "$class", "__PACKAGE__"}
+    | {"$this", "static"}  # PHP (``self::`` above)
 )
-_SUPER: Final = frozenset({"super()", "super"})
-_PACKAGE_SCOPED: Final = frozenset({"go", "java"})
+_SUPER: Final = frozenset({"super()", "super", "parent"})
+_PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java"})
 _MEMBER: Final = re.compile(r"\.|::")
@@ -287,7 +291,7 @@ class RefGraph(CFamily):
                 if "." not in self._sym[j]
                 or self._sym[j].split(".")[:-1] == here.split(".")
                 or self._sym[j] == here  # a nested function calling itself
-                or self._in_same_module(i, j)
+                or in_same_module(self._lang[i], self._owner[i], self._sym[j], self._qual[j])
             ]
         if qual in _SUPER:  # the base class's, never the overriding one here
             inherited = self._inherited(i, self._owner[i].rpartition(".")[0], name, 0)
@@ -330,6 +334,14 @@ class RefGraph(CFamily):
                 rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
                 found = [k for j in bound for k in self._through(j, src, path, rest, name)]
                 return (found, IMPORTED) if found else ([], "")
+            if self._lang[i] == "php" and (qual.isidentifier() or "\\" in qual):
+                found = (  # ``vfsStream::create()``, ``new \google\net\Decoder()``
+                    self._static_member(src, path, qual, name)
+                    if qual.isidentifier()
+                    else self._in_module(src, path, qual, name, 0)
+                )
+                if found:
+                    return found, EXACT if {self._path[j] for j in found} == {path} else IMPORTED
         # shared: callers never change it; only the definitions the row's language can name
         anywhere = self._by_src_name.get((src, family(self._lang[i]), name))
         return (anywhere, BY_NAME) if anywhere else ([], "")
@@ -373,18 +385,16 @@ class RefGraph(CFamily):
             return [j for j in found if posixpath.dirname(self._path[j]) == folder]
         return found
 
-    def _in_same_module(self, i: int, j: int) -> bool:
-        """Rust: definition ``j`` is a function of the module use ``i`` is written in
-        (``tests::helper`` called from ``tests::it_works``); a module is lower-case, a type
-        or trait is not (Rust's naming rules), and a type's members are not bare names.  Perl:
-        ``j`` is a sub of the package ``i`` is written in (``fileparse`` called from
-        ``File::Basename::basename``): a package's subs call each other by bare name."""
-        if self._lang[i] == "perl":
-            return self._sym[j].split(".")[:-1] == self._owner[i].split(".")[:-1]
-        if self._lang[i] != "rust" or "impl " in self._qual[j]:
-            return False
-        scope = self._sym[j].split(".")[:-1]
-        return scope[-1][:1].islower() and self._owner[i].split(".")[: len(scope)] == scope
+    def _static_member(self, src: str, path: str, cls: str, name: str) -> list[int]:
+        """PHP: ``name`` of the class ``cls`` (or a base's) of the folder of ``path``."""
+        here = posixpath.dirname(path)
+        found = self._by_src_name.get((src, "php", cls), ())
+        classes = [c for c in found if posixpath.dirname(self._path[c]) == here]
+        return [
+            k
+            for c in classes
+            for k in self._member_of(c, name) or self._inherited(c, self._sym[c], name, 0)
+        ]
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
@@ -439,13 +449,16 @@ class RefGraph(CFamily):
         return []
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:
-        """A bare name in a Go or Java package: the functions and types (not Go methods)
-        of ``name`` in the folder of ``path``, filed by folder once and shared."""
+        """A bare name in a Go or Java package or a PHP namespace: the functions and types
+        (not Go methods; PHP classes only) of ``name`` in the folder of ``path``, filed by
+        folder once and shared."""
         if not self._package_defs and self.defs_by_name:
             by_folder: dict[tuple[str, str, str], list[int]] = defaultdict(list)
             for defs in self.defs_by_name.values():
                 for j in defs:
-                    if self._lang[j] != "go" or "." not in self._sym[j]:
+                    if (self._lang[j] != "go" or "." not in self._sym[j]) and (
+                        self._lang[j] != "php" or php_class(self._name[j])
+                    ):
                         folder = self._path[j].rpartition("/")[0]  # a relative git path
                         by_folder[(self._src[j], folder, self._name[j])].append(j)
             for found in by_folder.values():
@@ -467,7 +480,14 @@ class RefGraph(CFamily):
         return got
 
     def _find_in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
-        found: list[int] = []
+        if path.endswith(".php"):  # a namespace is what a file declares, wherever it is
+            want = f"{module}.{name}"  # ``google\appengine\runtime.ApiProxy(.makeSyncCall)``
+            found = [
+                j for j in self._by_src_name.get((src, "php", name), ()) if self._sym[j] == want
+            ]
+            if found:
+                return found
+        found = []
         for file in sorted(self._paths.files(src, path, module)):
             defs = self._file_defs.get((src, file), {}).get(name)
             if defs:

@@ -1,11 +1,12 @@
 """How the reference graph reads names and module paths (``storage/refgraph.py``).
 
 Owns ``canonical`` (one form for a qualified symbol: Rust's ``impl Span::new`` is
-``Span.new``) and ``ModulePaths``: the files of a source that a module path written in a
-file can name, per language (Python dotted and relative modules, TS/JS relative paths and
-index files, Go package folders, Rust ``crate::``/``self::``/``super::`` paths and
-``mod.rs``, Java packages, C and C++ ``#include`` paths).  It must not resolve a name to a
-definition (refgraph.py).
+``Span.new``), each language's naming rules (``in_same_module``: which definitions a bare
+name reaches; ``php_class``) and ``ModulePaths``: the files of a source that a module path
+written in a file can name, per language (Python dotted and relative modules, TS/JS
+relative paths and index files, Go package folders, Rust ``crate::``/``self::``/``super::``
+paths and ``mod.rs``, Java packages, PHP namespaces, C and C++ ``#include`` paths).  It
+must not resolve a name to a definition (refgraph.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,23 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["BY_NAME", "EXACT", "IMPORTED", "ModulePaths", "canonical", "family", "short_name"]
+__all__ = [
+    "BY_NAME",
+    "EXACT",
+    "IMPORTED",
+    "ModulePaths",
+    "canonical",
+    "family",
+    "in_same_module",
+    "php_class",
+    "short_name",
+]
 
 EXACT: Final = "exact"
 IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 
-_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash)$")
+_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php)$")
 #: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
 _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
 _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
@@ -52,6 +63,32 @@ def family(language: str) -> str:
     JavaScript; C, C++ and Objective-C; the JVM's): a by-name guess stays within one.
     A Python ``x.size()`` never calls a C++ ``size``."""
     return _FAMILIES.get(language, language)
+
+
+def php_class(name: str) -> bool:
+    """A PHP class, interface or trait, by PSR-1's names (``StudlyCaps``; methods and
+    functions are ``camelCase`` or ``snake_case``): what a namespace's bare names can mean
+    besides its functions, which a file's namespace and a class's members, both qualified
+    with ``.``, do not tell apart."""
+    return name[:1].isupper()
+
+
+def in_same_module(language: str, owner: str, symbol: str, qualifier: str) -> bool:
+    """Whether code in ``owner`` (a canonical symbol) names the definition ``symbol``
+    (written ``qualifier``) by its bare name, as a member of its module.  Rust: a function
+    of the module it is written in (``tests::helper`` called from ``tests::it_works``); a
+    module is lower-case, a type or trait is not (Rust's naming rules), and a type's
+    members are not bare names.  Perl: a sub of its package (``fileparse`` called from
+    ``File::Basename::basename``): a package's subs call each other by bare name.  PHP: a
+    class of a namespace it is written in (a bare call is never a method)."""
+    scope = symbol.split(".")[:-1]
+    if language == "perl":
+        return scope == owner.split(".")[:-1]
+    if language == "php":
+        return php_class(symbol.rpartition(".")[2]) and owner.split(".")[: len(scope)] == scope
+    if language != "rust" or "impl " in qualifier:
+        return False
+    return scope[-1][:1].islower() and owner.split(".")[: len(scope)] == scope
 
 
 def canonical(symbol: str, name: str = "") -> str:
@@ -151,6 +188,8 @@ class ModulePaths:
             key = "/".join(parts)
         elif lang in {"pm", "pl"}:  # ``Text::Wrap``: ``Text/Wrap.pm``, under any ``lib/``
             key = module.replace("::", "/")
+        elif lang == "php":
+            return self._php(src, module)
         elif lang in {"sh", "bash"}:  # ``source lib/common.sh``: any ``…/lib/common.sh``
             key = _EXT.sub("", module)
         else:
@@ -161,6 +200,19 @@ class ModulePaths:
         if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
             found = self._dirs.get((src, key), set())
         return found
+
+    def _php(self, src: str, module: str) -> set[str]:
+        """The files of a PHP namespace or class (``App\\Http`` or ``App\\Http.Kernel``): the
+        file or folder at its path, else at the path less its first parts (PSR-4 maps a
+        namespace's root to any folder: ``App\\Http\\Kernel`` is ``app/Http/Kernel.php``
+        or ``src/Http/Kernel.php``)."""
+        parts = [p for p in re.split(r"[\\.]", module) if p]
+        for cut in range(len(parts)):
+            key = (src, "/".join(parts[cut:]))
+            found = self._modules.get(key) or self._dirs.get(key)
+            if found:
+                return found
+        return set()
 
     def _include(self, src: str, path: str, module: str) -> set[str]:
         """The files an ``#include`` in ``path`` names: the one at ``module`` from the
