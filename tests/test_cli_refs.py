@@ -222,8 +222,9 @@ def test_php_refs_resolve_through_namespaces(
     """PHP laid out as Google's App Engine SDK is, each namespace in a folder of another
     name: a static call on a class a ``use`` imports finds that class's method (not the
     same-named class of another namespace); ``$this->`` finds the class's own method or a
-    base's; ``new`` finds a class of the same namespace; a bare call (``count($items)``) is
-    never a method, however named."""
+    base's; ``new`` finds a class of the same namespace; a function of a file
+    ``require_once``d is found there; a bare call (``count($items)``) is never a method,
+    however named, of the class or of a file required."""
     repo.write(
         "sdk/google/appengine/runtime/ApiProxy.php",
         "<?php\nnamespace google\\appengine\\runtime;\n\nclass ApiProxy {\n"
@@ -234,6 +235,11 @@ def test_php_refs_resolve_through_namespaces(
         "sdk/legacy/ApiProxy.php",
         "<?php\nnamespace legacy;\n\nclass ApiProxy {\n"
         "  public static function makeSyncCall($a, $b) { return null; }\n}\n",
+    )
+    repo.write(
+        "sdk/lib/util.php",
+        "<?php\nfunction format_items($items) { return $items; }\n\n"
+        "class Bag {\n  public function count() { return 0; }\n}\n",
     )
     users = "sdk/google/appengine/api/users"
     repo.write(
@@ -250,8 +256,9 @@ def test_php_refs_resolve_through_namespaces(
         f"{users}/UserService.php",
         "<?php\nnamespace google\\appengine\\api\\users;\n\n"
         "use google\\appengine\\runtime\\ApiProxy;\n\n"
+        "require_once __DIR__ . '/../../../../lib/util.php';\n\n"
         "final class UserService extends BaseService {\n"
-        "  public function current() {\n    $items = $this->load();\n"
+        "  public function current() {\n    $items = format_items($this->load());\n"
         "    if (count($items) == 0) {\n      throw new UsersException($this->describe());\n"
         "    }\n    return ApiProxy::makeSyncCall('user', 'GetCurrentUser');\n  }\n\n"
         "  public function count() { return 0; }\n\n"
@@ -272,4 +279,5 @@ def test_php_refs_resolve_through_namespaces(
     assert calls("load") == [(service, "exact", f"{users}/UserService.php")]
     assert calls("describe") == [(service, "imported", f"{users}/BaseService.php")]
     assert calls("UsersException") == [(service, "imported", f"{users}/UsersException.php")]
+    assert calls("format_items") == [(service, "imported", "sdk/lib/util.php")]
     assert calls("count") == []

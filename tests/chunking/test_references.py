@@ -247,12 +247,14 @@ def test_perl_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_php_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
-    """``use`` in its four forms (alias, function, group); calls bare, namespaced, on an
+    """``use`` in its four forms (alias, function, group), ``require_once`` by the path its
+    last string writes (a variable's, none); calls bare, namespaced, on an
     object (``->``, ``?->``) and on a class (``::``); ``new``; bases, interfaces and traits;
     types; a variable's class from ``new`` and from a typed parameter."""
     refs = _refs(
         "src/Http/Kernel.php",
         "<?php\nnamespace App\\Http;\n\nuse Google\\Runtime\\ApiProxy;\n"
+        "require_once __DIR__ . '/../lib/util.php';\ninclude $plugin;\n"
         "use Foo\\Bar as Baz, Foo\\Qux;\nuse function Foo\\helper;\nuse Foo\\{A, B as C};\n\n"
         "class Kernel extends Base implements \\Countable, Iface {\n  use Loggable;\n"
         "  public function handle(Request $req, ?\\Foo\\Resp $r): Response {\n"
@@ -270,6 +272,7 @@ def test_php_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
         ("helper", "helper", "Foo"),
         ("A", "A", "Foo"),
         ("C", "B", "Foo"),
+        ("*", "", "lib/util.php"),
     }
     assert {r.name for r in refs if r.kind == "inherit"} == {
         "Base",

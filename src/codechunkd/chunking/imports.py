@@ -260,7 +260,15 @@ def _bash_sources(node: Node) -> list[Ref]:
 def _php_uses(node: Node) -> list[Ref]:
     """``use Foo\\Bar;``, ``use Foo\\Bar as Baz;``, ``use function Foo\\helper;`` and
     ``use Foo\\{A, B as C};`` bind ``Bar``, ``Baz``, ``helper``, ``A`` and ``C``: each the
-    last part of a name in the namespace before it (``Foo``), under its alias if any."""
+    last part of a name in the namespace before it (``Foo``), under its alias if any.
+    ``require``/``include`` (``_once``) pastes every name of a file in (``*``), by its path
+    as the last string of the expression writes it (``__DIR__ . '/lib/util.php'``)."""
+    if node.type != "namespace_use_declaration":
+        strings = [c for c in _descendants(node) if c.type == "string_content"]
+        path = _text(strings[-1]) if strings else ""
+        while path.startswith(("/", "./", "../")):
+            path = path.split("/", 1)[1] if "/" in path else ""
+        return [_ref(node, "*", "", path)] if path and len(path) <= MAX_MODULE else []
     body = node.child_by_field_name("body")
     group = next((c for c in node.named_children if c.type == "namespace_name"), None)
     prefix = _text(group).strip("\\") if body is not None and group is not None else ""
@@ -281,6 +289,17 @@ def _php_uses(node: Node) -> list[Ref]:
         module, _, original = full.rpartition("\\")
         if original:
             out.append(_ref(clause, _text(alias) or original, original, module))
+    return out
+
+
+def _descendants(node: Node, limit: int = 200) -> list[Node]:
+    """The nodes under ``node``, in order, at most ``limit`` of them."""
+    out: list[Node] = []
+    stack = list(reversed(node.children))
+    while stack and len(out) < limit:
+        n = stack.pop()
+        out.append(n)
+        stack += reversed(n.children)
     return out
 
 

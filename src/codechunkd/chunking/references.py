@@ -306,6 +306,15 @@ _PHP: Final = [
         )
     ),
     ("import", "(namespace_use_declaration) @import"),
+    *(
+        ("import", f"({node}) @import")  # ``require_once __DIR__ . '/lib/util.php';``
+        for node in (
+            "require_expression",
+            "require_once_expression",
+            "include_expression",
+            "include_once_expression",
+        )
+    ),
 ]
 
 

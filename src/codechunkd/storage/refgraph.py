@@ -19,7 +19,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
 
-C and C++ names resolve through ``#include`` instead (``CFamily``, storage/refc.py).
+C and C++ names resolve through ``#include`` instead (``CFamily``, storage/refc.py); PHP
+names through the namespaces definitions declare (``PhpNames``, storage/refphp.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from codechunkd.storage.refnames import (
     php_class,
     short_name,
 )
+from codechunkd.storage.refphp import PhpNames
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
 
@@ -81,7 +83,7 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-class RefGraph(CFamily):
+class RefGraph(CFamily, PhpNames):
     """The resolved reference graph of every source of one index (a table version)."""
 
     def __init__(
@@ -334,12 +336,8 @@ class RefGraph(CFamily):
                 rest = qual[len(head) :].lstrip(".:") if qual not in imports else ""
                 found = [k for j in bound for k in self._through(j, src, path, rest, name)]
                 return (found, IMPORTED) if found else ([], "")
-            if self._lang[i] == "php" and (qual.isidentifier() or "\\" in qual):
-                found = (  # ``vfsStream::create()``, ``new \google\net\Decoder()``
-                    self._static_member(src, path, qual, name)
-                    if qual.isidentifier()
-                    else self._in_module(src, path, qual, name, 0)
-                )
+            if self._lang[i] == "php":  # ``vfsStream::create()``, ``new \google\net\Decoder()``
+                found = self._php_qualified(src, path, qual, name)
                 if found:
                     return found, EXACT if {self._path[j] for j in found} == {path} else IMPORTED
         # shared: callers never change it; only the definitions the row's language can name
@@ -384,17 +382,6 @@ class RefGraph(CFamily):
             folder = posixpath.dirname(self._path[c])
             return [j for j in found if posixpath.dirname(self._path[j]) == folder]
         return found
-
-    def _static_member(self, src: str, path: str, cls: str, name: str) -> list[int]:
-        """PHP: ``name`` of the class ``cls`` (or a base's) of the folder of ``path``."""
-        here = posixpath.dirname(path)
-        found = self._by_src_name.get((src, "php", cls), ())
-        classes = [c for c in found if posixpath.dirname(self._path[c]) == here]
-        return [
-            k
-            for c in classes
-            for k in self._member_of(c, name) or self._inherited(c, self._sym[c], name, 0)
-        ]
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
@@ -480,13 +467,8 @@ class RefGraph(CFamily):
         return got
 
     def _find_in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
-        if path.endswith(".php"):  # a namespace is what a file declares, wherever it is
-            want = f"{module}.{name}"  # ``google\appengine\runtime.ApiProxy(.makeSyncCall)``
-            found = [
-                j for j in self._by_src_name.get((src, "php", name), ()) if self._sym[j] == want
-            ]
-            if found:
-                return found
+        if path.endswith(".php"):  # a namespace is what a file declares (storage/refphp.py)
+            return self._php_module(src, path, module, name, depth)
         found = []
         for file in sorted(self._paths.files(src, path, module)):
             defs = self._file_defs.get((src, file), {}).get(name)

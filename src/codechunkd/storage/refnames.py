@@ -205,7 +205,10 @@ class ModulePaths:
         """The files of a PHP namespace or class (``App\\Http`` or ``App\\Http.Kernel``): the
         file or folder at its path, else at the path less its first parts (PSR-4 maps a
         namespace's root to any folder: ``App\\Http\\Kernel`` is ``app/Http/Kernel.php``
-        or ``src/Http/Kernel.php``)."""
+        or ``src/Http/Kernel.php``); a file ``require``d by its path, any file whose path ends
+        so."""
+        if module.endswith(".php"):  # ``require_once 'google/appengine/runtime/Memcached.php'``
+            return self._modules.get((src, _EXT.sub("", module)), set())
         parts = [p for p in re.split(r"[\\.]", module) if p]
         for cut in range(len(parts)):
             key = (src, "/".join(parts[cut:]))
