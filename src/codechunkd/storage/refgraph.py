@@ -45,7 +45,7 @@ from codechunkd.storage.refnames import (
     php_class,
     short_name,
 )
-from codechunkd.storage.refphp import PhpNames
+from codechunkd.storage.refphp import PhpMemo, PhpNames
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
 
@@ -130,6 +130,7 @@ class RefGraph(CFamily, PhpNames):
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
         self._c = CMemo()  # ``CFamily``'s: scopes, includes, classes
+        self._php = PhpMemo()  # ``PhpNames``'s: scopes, requires
         self.derived: dict[object, Any] = {}  # what readers compute from the whole graph
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -318,8 +319,11 @@ class RefGraph(CFamily, PhpNames):
             found = []
             for j in imports.get(name, ()):
                 found += self._in_module(src, path, self._mod[j], self._qual[j] or name, 0)
-            for j in imports.get("*", ()):
-                found += self._in_module(src, path, self._mod[j], name, 0)
+            if self._lang[i] == "php":  # ``require``d files (storage/refphp.py)
+                found += self._php_required(src, path, name)
+            else:
+                for j in imports.get("*", ()):
+                    found += self._in_module(src, path, self._mod[j], name, 0)
             if not found and self._lang[i] in _PACKAGE_SCOPED:
                 found = self._in_package(src, path, name)
             if found:
@@ -468,7 +472,7 @@ class RefGraph(CFamily, PhpNames):
 
     def _find_in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         if path.endswith(".php"):  # a namespace is what a file declares (storage/refphp.py)
-            return self._php_module(src, path, module, name, depth)
+            return self._php_module(src, path, module, name)
         found = []
         for file in sorted(self._paths.files(src, path, module)):
             defs = self._file_defs.get((src, file), {}).get(name)

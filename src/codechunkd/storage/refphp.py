@@ -9,18 +9,38 @@ by ``use google\\appengine\\runtime\\ApiProxy;``, or written whole
 namespace and name (``google\\appengine\\runtime.ApiProxy``), wherever it is; only when the
 source defines none is the namespace read as a path (``refnames.ModulePaths``).  A file
 ``require``d (``require_once __DIR__ . '/lib/util.php'``) pastes in its classes and
-functions, and those of the files it requires in turn, by path; a bare name never means a
-method.  A name on a class (``vfsStream::newDirectory()``) is that class's member, or a
-base's, where a class of that name is defined in the folder of the use (its namespace).
+functions, and those of the files it requires in turn (three deep), by path; a bare name
+never means a method.  A name on a class (``vfsStream::newDirectory()``) is that class's
+member, or a base's, where a class of that name is defined in the folder of the use (its
+namespace).
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
 
 from codechunkd.storage.refnames import ModulePaths, php_class
 
-__all__ = ["PhpNames"]
+__all__ = ["MAX_SCOPE", "REQUIRE_DEPTH", "PhpMemo", "PhpNames"]
+
+REQUIRE_DEPTH: Final = 3
+"""How many ``require``s deep a file's scope reaches (a file's own are the first)."""
+MAX_SCOPE: Final = 1000
+"""The most files a file's scope holds: a repository whose files all require each other
+(hostile, or a bootstrap that loads everything) is not walked whole per file."""
+
+
+@dataclass(slots=True)
+class PhpMemo:
+    """What PHP resolution works out once per graph, from its import rows alone."""
+
+    scopes: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """Each file's scope (``_php_scope``)."""
+    requires: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """The files each file requires itself."""
 
 
 class PhpNames:
@@ -34,6 +54,7 @@ class PhpNames:
     _imports: dict[tuple[str, str], dict[str, list[int]]]
     _file_defs: dict[tuple[str, str], dict[str, list[int]]]
     _by_src_name: dict[tuple[str, str, str], list[int]]
+    _php: PhpMemo
 
     def _in_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
         raise NotImplementedError
@@ -58,17 +79,54 @@ class PhpNames:
             ]
         return self._in_module(src, path, qual, name, 0) if "\\" in qual else []
 
-    def _php_module(self, src: str, path: str, module: str, name: str, depth: int) -> list[int]:
-        """``name`` in a namespace (``google\\appengine\\runtime``), a class
-        (``google\\appengine\\runtime.ApiProxy``) or a file ``require``d."""
+    def _php_module(self, src: str, path: str, module: str, name: str) -> list[int]:
+        """``name`` in a namespace (``google\\appengine\\runtime``) or a class
+        (``google\\appengine\\runtime.ApiProxy``): by the symbols definitions declare, else
+        in the files at the namespace's path (never a method for a namespace's name)."""
         want = f"{module}.{name}"
         found = [j for j in self._by_src_name.get((src, "php", name), ()) if self._sym[j] == want]
         if found:
             return found
-        for file in sorted(self._paths.files(src, path, module)):
+        files = sorted(self._paths.files(src, path, module))
+        return self._not_members(src, files, name)
+
+    def _php_required(self, src: str, path: str, name: str) -> list[int]:
+        """A bare ``name`` in the files ``path`` requires, theirs, :data:`REQUIRE_DEPTH`
+        deep (nearest first): their functions and classes, never a method."""
+        return self._not_members(src, self._php_scope(src, path), name)
+
+    def _not_members(self, src: str, files: Iterable[str], name: str) -> list[int]:
+        found = []
+        for file in files:
             defs = self._file_defs.get((src, file), {}).get(name, ())
             found += [j for j in defs if "." not in self._sym[j] or php_class(name)]
-            if not defs:  # what it requires in turn
-                for j in self._imports.get((src, file), {}).get("*", ()):
-                    found += self._in_module(src, file, self._mod[j], name, depth + 1)
-        return list(dict.fromkeys(found))
+        return found
+
+    def _php_scope(self, src: str, path: str) -> tuple[str, ...]:
+        """The files ``path`` requires, and theirs, :data:`REQUIRE_DEPTH` deep, nearest
+        first, at most :data:`MAX_SCOPE` (remembered: files that all require each other
+        made a walk per name exponential in its depth)."""
+        got = self._php.scopes.get((src, path))
+        if got is None:
+            seen, frontier = {path}, [path]
+            order: list[str] = []
+            for _ in range(REQUIRE_DEPTH):
+                nxt: list[str] = []
+                for file in frontier:
+                    for f in self._php_direct(src, file):
+                        if f not in seen and len(order) < MAX_SCOPE:
+                            seen.add(f)
+                            order.append(f)
+                            nxt.append(f)
+                frontier = nxt
+            got = self._php.scopes[(src, path)] = tuple(order)
+        return got
+
+    def _php_direct(self, src: str, file: str) -> tuple[str, ...]:
+        """The files ``file`` requires itself (its ``*`` import rows' paths, found)."""
+        got = self._php.requires.get((src, file))
+        if got is None:
+            rows = self._imports.get((src, file), {}).get("*", ())
+            found = {f for j in rows for f in self._paths.files(src, file, self._mod[j])}
+            got = self._php.requires[(src, file)] = tuple(sorted(found))
+        return got
