@@ -87,6 +87,8 @@ class ChatServer:
         self.reply: Callable[[str], str] = reply_for
         self.inflight = 0
         self.max_inflight = 0
+        self.gate = 0  # the first requests wait until this many are in flight at once
+        self.gate_s = 5.0  # ... or this long
         self.cond = threading.Condition()
         self.release = threading.Event()
         owner = self
@@ -119,13 +121,32 @@ class ChatServer:
             self.inflight += 1
             self.max_inflight = max(self.max_inflight, self.inflight)
             self.cond.notify_all()
-        try:
-            self._answer(handler, body, action)
-        finally:
-            with self.cond:
-                self.inflight -= 1
+            if self.gate:
+                self.cond.wait_for(lambda: self.inflight >= self.gate, timeout=self.gate_s)
+                self.gate = 0
+        answered = False
 
-    def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], a: Action) -> None:
+        def answering() -> None:
+            """Done before the answer leaves: the client may send its next request as soon
+            as it has read this one's, before this thread runs again."""
+            nonlocal answered
+            with self.cond:
+                if not answered:
+                    self.inflight -= 1
+                    answered = True
+
+        try:
+            self._answer(handler, body, action, answering)
+        finally:
+            answering()
+
+    def _answer(
+        self,
+        handler: BaseHTTPRequestHandler,
+        body: dict[str, Any],
+        a: Action,
+        answering: Callable[[], None],
+    ) -> None:
         if a.kind == "hang":
             self.release.wait(a.hang_s)
             handler.close_connection = True
@@ -154,6 +175,7 @@ class ChatServer:
         length = len(a.body)
         if a.kind == "cut":
             length, a.body = len(a.body), a.body[: len(a.body) // 2]
+        answering()
         handler.send_response(a.status)
         for name, value in {"Content-Type": "application/json", **a.headers}.items():
             handler.send_header(name, value)

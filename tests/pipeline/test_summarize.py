@@ -463,15 +463,17 @@ def test_rejected_answers_are_never_stored(
 def test_concurrency_is_bounded(
     repo: Repo, indexer: Indexer, chat: ChatServer, make: MakeSummarizer
 ) -> None:
-    """``summaries.concurrency`` requests in flight at most."""
+    """``summaries.concurrency`` requests in flight at once, never more: the first ones
+    wait (half a second at most) for a third that a bound of 2 never sends."""
     repo.write(
         "app.py", APP + "".join(APP.split("def parse_config")[1:2]).join(["\n\ndef parse_a", ""])
     )
     repo.commit()
     index(repo, indexer)
+    chat.gate, chat.gate_s = 3, 0.5
     run = make(concurrency=2).run_once()
     assert run.requested == run.summarized >= 3
-    assert chat.max_inflight <= 2
+    assert chat.max_inflight == 2
 
 
 def test_disabled_without_endpoint(indexer: Indexer, make: MakeSummarizer) -> None:
