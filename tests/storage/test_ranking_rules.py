@@ -218,6 +218,93 @@ def test_a_name_qualified_by_its_package_finds_the_definition_in_that_folder(
     assert index.search("cart.tax_of_an_order", k=3)[0].score < SYMBOL_EXACT_BOOST  # no boost
 
 
+SHAPE_H = """\
+namespace geo {
+
+class Circle {
+ public:
+  explicit Circle(double radius) : radius_(radius) {}
+  double Area() const { return 3.14159 * radius_ * radius_; }
+
+ private:
+  double radius_;
+};
+
+}  // namespace geo
+"""
+
+FOLD_PM = """\
+package Text::Fold;
+
+sub fold {
+    my ($text, $width) = @_;
+    my @lines;
+    push @lines, substr($text, 0, $width, '') while length $text > $width;
+    return join "\\n", @lines, $text;
+}
+
+1;
+"""
+
+USERS_PHP = """\
+<?php
+namespace App\\Users;
+
+class UserService {
+    public function find($id) {
+        return $this->store->get($id);
+    }
+}
+"""
+
+GLOSSARY = """\
+# Glossary
+
+A Circle is drawn by the shape code; to fold a text is to cut it into lines; the
+UserService answers questions about users.  Circle, fold and UserService are named in
+the docs, in the tests and in the examples: Circle Circle fold fold UserService.
+"""
+
+
+@pytest.fixture(scope="module")
+def qualified(tmp_path_factory: pytest.TempPathFactory, embedder) -> Index:  # type: ignore[no-untyped-def]
+    return index_of(
+        tmp_path_factory.mktemp("qualified"),
+        {
+            "geo/shape.h": SHAPE_H,
+            "lib/Text/Fold.pm": FOLD_PM,
+            "src/Users/UserService.php": USERS_PHP,
+            "docs/glossary.md": GLOSSARY,
+        },
+        embedder,
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "symbol"),
+    [
+        ("Circle", "geo::Circle"),
+        ("where is the Circle class defined", "geo::Circle"),
+        ("fold", "Text::Fold::fold"),
+        ("UserService", "App\\Users::UserService"),
+        ("Circle::Area", "geo::Circle::Area"),
+    ],
+)
+def test_a_name_finds_its_definition_qualified_with_colons(
+    qualified: Index, query: str, symbol: str
+) -> None:
+    """``symbol``: a name asked alone finds a C++, Perl or PHP definition, whose symbol
+    says its namespace, package or class with ``::`` (``geo::Circle``), as it finds a
+    Python one named ``Class.method``: the exact-name boost (it matched names after ``.``
+    only, and these ranked below the prose that repeats them); a constructor named as its
+    class (``geo::Circle::Circle``) comes after the class."""
+    on = qualified.search(query, k=5)
+    assert on[0].symbol == symbol, [(h.path, h.symbol) for h in on]
+    assert on[0].score >= SYMBOL_EXACT_BOOST
+    off = qualified.search(query, k=5, disable=["symbol"])
+    assert max(h.score for h in off) < SYMBOL_EXACT_BOOST
+
+
 def test_symbol_queries_are_names_or_names_asked_for() -> None:
     """A query is a symbol query when it is a name, or a name in a "where is/find" phrase."""
     assert symbol_query("HTTPAdapter") == "HTTPAdapter"

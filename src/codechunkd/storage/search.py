@@ -105,6 +105,24 @@ def symbol_query(text: str) -> str | None:
 _NOT_NAMES = frozenset({"where", "find", "show", "the", "is", "are", "locate"})
 
 
+def _named(name: str) -> str:
+    """An SQL condition for the symbols a name names: itself, or any symbol ending with its
+    last part after ``.`` or ``::`` (``Context.invoke`` and ``invoke`` both name
+    ``Context.invoke``; ``ResourceConstraints`` names C++'s ``v8::ResourceConstraints``,
+    ``wrap`` Perl's ``Text::Wrap::wrap``, ``UserService`` PHP's
+    ``google\\appengine\\api\\users::UserService``)."""
+    last = glob_to_like(ranking.last_name(name))
+    ends = " OR ".join(f"symbol LIKE {quote(sep + last)} ESCAPE '\\'" for sep in ("%.", "%::"))
+    return f"symbol = {quote(name)} OR {ends}"
+
+
+def _constructor(symbol: str) -> bool:
+    """A C++, Java or PHP constructor: a member named as its class (``geo::Circle::Circle``),
+    which asking for the class (``Circle``) must not put before the class."""
+    parts = re.split(r"\.|::", symbol)
+    return len(parts) >= 2 and parts[-1] == parts[-2]
+
+
 def _qualified(name: str) -> str:
     """An SQL alternative for a name qualified by its package or module (``json.Unmarshal``,
     ``bufio.Reader``, ``url.Values``): the symbol ``Unmarshal`` in a file whose folder or
@@ -484,16 +502,23 @@ class Searcher:
         name = symbol_query(text)
         if name is None:
             return {}
-        last = ranking.last_name(name)
-        cond = f"(symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}{_qualified(name)})"
+        cond = f"({_named(name)}{_qualified(name)})"
         rows = self.store.select(
             " AND ".join(x for x in (cond, where) if x), ["id", "symbol"], limit=50
         )
-        boosts = {r["id"]: SYMBOL_EXACT_BOOST for r in rows}
+        ctor = _constructor(name)  # ``Circle::Circle`` asked for: the constructor itself
+        boosts = {
+            r["id"]: SYMBOL_PREFIX_BOOST
+            if _constructor(r["symbol"]) and not ctor
+            else SYMBOL_EXACT_BOOST
+            for r in rows
+        }
         if len(name) >= 3:
-            like = quote(glob_to_like(name) + "%")
+            like = glob_to_like(name)
+            starts = f"(symbol LIKE {quote(like + '%')} ESCAPE '\\'"
+            starts += f" OR symbol LIKE {quote('%::' + like + '%')} ESCAPE '\\')"
             prefix = self.store.select(
-                " AND ".join(x for x in (f"symbol LIKE {like} ESCAPE '\\'", where) if x),
+                " AND ".join(x for x in (starts, where) if x),
                 ["id"],
                 limit=50,
             )
@@ -510,11 +535,7 @@ class Searcher:
         names = code_names(text)[:3]
         if not names:
             return {}
-        conds = []
-        for name in names:
-            last = ranking.last_name(name)
-            conds.append(f"symbol = {quote(name)} OR symbol LIKE {quote('%.' + last)}")
-        cond = "(" + " OR ".join(f"({c})" for c in conds) + ")"
+        cond = "(" + " OR ".join(f"({_named(name)})" for name in names) + ")"
         rows = self.store.select(" AND ".join(x for x in (cond, where) if x), ["id"], limit=50)
         return {r["id"]: SYMBOL_IN_SENTENCE_BOOST for r in rows}
 
