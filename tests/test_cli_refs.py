@@ -281,3 +281,43 @@ def test_php_refs_resolve_through_namespaces(
     assert calls("UsersException") == [(service, "imported", f"{users}/UsersException.php")]
     assert calls("format_items") == [(service, "imported", "sdk/lib/util.php")]
     assert calls("count") == []
+
+
+def test_cmake_refs_ignore_case_and_resolve_through_include(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """CMake's commands are one name in any case: ``refs`` finds the calls of a macro
+    defined in upper case (as CMake's own modules define them) and written in lower case,
+    through the ``include`` of its module; ``defs`` finds it by either spelling."""
+    repo.write(
+        "cmake/CMakePushCheckState.cmake",
+        "macro(CMAKE_PUSH_CHECK_STATE)\n  set(_STATE 1)\nendmacro()\n",
+    )
+    repo.write(
+        "tools/Other.cmake",
+        "macro(cmake_push_check_state)\n  message(STATUS other)\nendmacro()\n",
+    )
+    repo.write(
+        "CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.20)\nproject(demo C)\n"
+        "include(cmake/CMakePushCheckState.cmake)\n\nfunction(check_features)\n"
+        "  cmake_push_check_state()\nendfunction()\n\nCheck_Features()\n",
+    )
+    repo.commit("cmake")
+    where = _indexed(repo, settings, embedder, index_dir)
+    done = _run("refs", "CMAKE_PUSH_CHECK_STATE", "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    uses = json.loads(done.stdout)
+    assert [(u["path"], u["symbol"], u["resolved"]) for u in uses] == [
+        ("CMakeLists.txt", "check_features", "imported")
+    ], uses
+    assert uses[0]["target"]["path"] == "cmake/CMakePushCheckState.cmake"
+    done = _run("refs", "check_features", "--calls", *where, "--json")
+    assert [(u["line"], u["resolved"]) for u in json.loads(done.stdout)] == [(9, "exact")]
+    for name in ("Check_Features", "CHECK_FEATURES"):
+        done = _run("defs", name, *where, "--json")
+        assert done.returncode == 0, done.stderr
+        assert [d["path"] for d in json.loads(done.stdout)] == ["CMakeLists.txt"]

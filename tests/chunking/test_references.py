@@ -291,6 +291,23 @@ def test_php_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert binds == {("Request", "$req"), ("Resp", "$r"), ("Thing", "$x")}
 
 
+def test_cmake_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Each command is a call, named in lower case as CMake reads it; ``include`` of a module
+    or of a path after its variables pastes a file in; a path that is all variable, none."""
+    refs = _refs(
+        "CMakeLists.txt",
+        "include(CheckCSourceCompiles)\nINCLUDE(${CMAKE_CURRENT_LIST_DIR}/cmake/Helpers.cmake)\n"
+        "include(${EXTRA})\n\nfunction(My_Helper target)\n  CMAKE_PUSH_CHECK_STATE(RESET)\n"
+        "  other_fn(${target})\nendfunction()\n",
+        count_tokens,
+    )
+    imports = {(r.name, r.module) for r in refs if r.kind == "import"}
+    assert imports == {("*", "CheckCSourceCompiles"), ("*", "cmake/Helpers.cmake")}
+    calls = {r.name for r in refs if r.kind == "call"}
+    assert {"cmake_push_check_state", "other_fn", "include"} <= calls
+    assert "CMAKE_PUSH_CHECK_STATE" not in calls
+
+
 def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Each command is a call by its name (a function of the code, or a program: resolved
     at query time); ``source`` and ``.`` paste a file's names in, by its path after the last
@@ -450,7 +467,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
-    ext |= {"perl": "pm", "bash": "sh", "php": "php"}
+    ext |= {"perl": "pm", "bash": "sh", "php": "php", "cmake": "cmake"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

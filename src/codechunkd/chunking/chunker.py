@@ -104,6 +104,7 @@ CHUNKER_VERSION = 17
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "perl": 3,
     "php": 2,
+    "cmake": 1,
     "csharp": 1,
     "bash": 1,
     "javascript": 1,
@@ -119,6 +120,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - bash 1: Bash's references (commands, ``source`` and ``.``).
 - php 2: PHP's references (calls, ``new``, static calls, bases, types, ``use``, variables'
   classes).
+- cmake 1: CMake's references (commands, ``include``), its definitions' names in lower case.
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a

@@ -292,6 +292,18 @@ def _php_uses(node: Node) -> list[Ref]:
     return out
 
 
+def _cmake_includes(node: Node) -> list[Ref]:
+    """``include(CheckCSourceCompiles)`` and ``include(${DIR}/Helpers.cmake)`` paste every
+    name of the file in (``*``): a module by its name (``CheckCSourceCompiles.cmake`` in a
+    module folder), a path after its last variable (``Helpers.cmake``)."""
+    args = next((c for c in node.named_children if c.type == "argument_list"), None)
+    first = args.named_children[0] if args is not None and args.named_children else None
+    if first is None or first.end_byte - first.start_byte > MAX_MODULE:
+        return []
+    path = _SHELL_VARIABLE.sub("", _text(first).strip("\"'")).lstrip("/")
+    return [_ref(node, "*", "", path)] if path and "$" not in path else []
+
+
 def _descendants(node: Node, limit: int = 200) -> list[Node]:
     """The nodes under ``node``, in order, at most ``limit`` of them."""
     out: list[Node] = []
@@ -314,6 +326,7 @@ IMPORTS: Final = {
     "perl": _perl_imports,
     "bash": _bash_sources,
     "php": _php_uses,
+    "cmake": _cmake_includes,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

@@ -2,9 +2,9 @@
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
 languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, Perl, Bash,
-PHP, C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is a
-handful of tree-sitter query patterns (run in C, one pass over the tree) plus a small
-function that reads its import statements, because what an import binds (an alias, a
+PHP, CMake, C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each
+language is a handful of tree-sitter query patterns (run in C, one pass over the tree) plus
+a small function that reads its import statements, because what an import binds (an alias, a
 namespace, a list) is easier to say in Python than in a query.
 
 What a ref records is syntax only: the name (``join``), the text before it (``os.path``,
@@ -266,6 +266,18 @@ _PERL: Final = [
     ("import", "(use_statement module: (package)) @import"),
 ]
 
+# CMake: each command is a call (of a function or macro of the code, or a built-in);
+# ``include(Module)`` and ``include(path/x.cmake)`` paste a file's in.  Names are read in
+# lower case, as CMake reads them (``CMAKE_PUSH_CHECK_STATE()`` calls
+# ``macro(cmake_push_check_state)``).
+_CMAKE: Final = [
+    ("call", "(normal_command (identifier) @name)"),
+    (
+        "import",
+        '(normal_command (identifier) @cmd (#match? @cmd "^[iI][nN][cC][lL][uU][dD][eE]$"))'
+        " @import",
+    ),
+]
 # PHP: a class is written bare or qualified (``Thing``, ``\\Foo\\Other``): ``new``, a static
 # call's or a constant's class, a type, a base; methods on objects and classes, ``use``.
 _PHP_CLASS: Final = (
@@ -329,6 +341,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "perl": _PERL,
     "bash": _BASH,
     "php": _PHP,
+    "cmake": _CMAKE,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,
@@ -468,6 +481,8 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             continue
         quals = caps.get("qual")
         qual = _qualifier(quals[0], source) if quals else ""
+        if language == "cmake":
+            name = name.lower()
         if language == "perl" and kind == "call" and not quals:  # ``&Text::Wrap::fill``
             qual, _, name = name.lstrip("&").rpartition("::")
             if not name:

@@ -10,10 +10,11 @@ Until then (and for the instant between two commits) a reader may see new refere
 old chunks: a ``chunk_id`` that is not yet (or no longer) a row.
 
 One row per definition (``kind`` ``definition``: ``name`` is the last part of the qualified
-name, ``qualifier`` the whole of it) and one per :class:`~codechunkd.chunking.references.Ref`
-of a chunk.  Rows carry the source, branch, commit and blob of their chunk, so they are
-exactly as fresh as it, and they are made from the chunk alone (no other file is read):
-content-addressed like the chunks, a file version always gets the same rows.  What the
+name, in lower case where the language ignores case, ``qualifier`` the whole of it) and
+one per :class:`~codechunkd.chunking.references.Ref` of a chunk.  Rows carry the source,
+branch, commit and blob of their chunk, so they are exactly as fresh as it, and they are
+made from the chunk alone (no other file is read): content-addressed like the chunks, a
+file version always gets the same rows.  What the
 reference graph (storage/refgraph.py) reads back from them: a ``Definition``, a ``Use``.
 """
 
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from codechunkd.storage import schema as S
-from codechunkd.storage.refnames import short_name
+from codechunkd.storage.refnames import used_name
 
 if TYPE_CHECKING:
     from codechunkd.git.changes import Head, Source
@@ -112,7 +113,8 @@ def reference_rows(
             base = f"{sid}\0{c.path}\0{c.id}\0"
             for i, qualified in enumerate(names):
                 rid = hashlib.sha256(f"{base}d{i}".encode()).hexdigest()[:32]
-                add(rid, f, c, DEFINITION, short_name(qualified), qualified, "", c.start_line)
+                name = used_name(qualified, c.language)
+                add(rid, f, c, DEFINITION, name, qualified, "", c.start_line)
             for i, r in enumerate(c.refs):
                 rid = hashlib.sha256(f"{base}r{i}".encode()).hexdigest()[:32]
                 add(rid, f, c, r.kind, r.name, r.qualifier, r.module, r.line)

@@ -36,6 +36,7 @@ from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.references import DEFINITION, Definition, Use
 from codechunkd.storage.refnames import (
     BY_NAME,
+    CASELESS,
     EXACT,
     IMPORTED,
     ModulePaths,
@@ -44,6 +45,7 @@ from codechunkd.storage.refnames import (
     in_same_module,
     php_class,
     short_name,
+    used_name,
 )
 from codechunkd.storage.refphp import PhpMemo, PhpNames
 
@@ -251,9 +253,13 @@ class RefGraph(CFamily, PhpNames):
         """The definition rows ``name`` names, in ``sources`` (any, for None)."""
         short = short_name(name)
         asked = canonical(name, short)
+        rows = self.defs_by_name.get(short, [])
+        if short != short.lower():  # ``CMAKE_PUSH_CHECK_STATE``: CMake's lower-case rows
+            lower = self.defs_by_name.get(short.lower(), ())
+            rows = rows + [j for j in lower if self._lang[j] in CASELESS]
         return [
             i
-            for i in self.defs_by_name.get(short, ())
+            for i in rows
             if (sources is None or self._src[i] in sources)
             and (
                 name == short
@@ -496,9 +502,9 @@ class RefGraph(CFamily, PhpNames):
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
         all_asked: dict[int, bool] = {}  # id of a shared list of meanings -> all wanted
-        by_name = {(d.source, short_name(d.symbol)): d for d in targets}
+        by_name = {(d.source, used_name(d.symbol, d.language)): d for d in targets}
         out = []
-        names = {short_name(d.symbol) for d in targets}
+        names = {used_name(d.symbol, d.language) for d in targets}
         names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
         for name in names:
             for i in self.uses_by_name.get(name, ()):

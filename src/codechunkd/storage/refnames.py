@@ -19,6 +19,7 @@ from typing import Final
 
 __all__ = [
     "BY_NAME",
+    "CASELESS",
     "EXACT",
     "IMPORTED",
     "ModulePaths",
@@ -27,13 +28,16 @@ __all__ = [
     "in_same_module",
     "php_class",
     "short_name",
+    "used_name",
 ]
 
 EXACT: Final = "exact"
 IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 
-_EXT: Final = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php)$")
+_EXT: Final = re.compile(
+    r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php|cmake)$"
+)
 #: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
 _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
 _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
@@ -56,6 +60,18 @@ def short_name(symbol: str) -> str:
     for sep in (".", "::"):
         symbol = symbol.rsplit(sep, 1)[-1]
     return symbol
+
+
+CASELESS: Final = frozenset({"cmake"})
+"""Languages whose names are one name in any case (CMake's commands): their definitions
+and uses are recorded by the name in lower case."""
+
+
+def used_name(symbol: str, language: str) -> str:
+    """The name the uses of the definition ``symbol`` are recorded by: its ``short_name``,
+    in lower case in a language of :data:`CASELESS`."""
+    name = short_name(symbol)
+    return name.lower() if language in CASELESS else name
 
 
 def family(language: str) -> str:
@@ -190,8 +206,8 @@ class ModulePaths:
             key = module.replace("::", "/")
         elif lang == "php":
             return self._php(src, module)
-        elif lang in {"sh", "bash"}:  # ``source lib/common.sh``: any ``…/lib/common.sh``
-            key = _EXT.sub("", module)
+        elif lang in {"sh", "bash", "cmake", "txt"}:  # ``source lib/common.sh``: any
+            key = _EXT.sub("", module)  # ``…/lib/common.sh``; CMake's ``include(Helpers)``
         else:
             key = module.replace(".", "/")
         if not key:

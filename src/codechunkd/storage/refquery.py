@@ -17,7 +17,7 @@ import pyarrow as pa
 from codechunkd.storage.lance_reader import ChunkReader
 from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use
-from codechunkd.storage.refnames import short_name
+from codechunkd.storage.refnames import short_name, used_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
@@ -110,7 +110,8 @@ class ReferenceQueries:
             return skeleton
         symbols = list(symbols)
         names = {short_name(s) for s in symbols}
-        names |= {short_name(d.symbol) for s in symbols for d in skeleton.definitions(s)}
+        defs = [d for s in symbols for d in skeleton.definitions(s)]
+        names |= {used_name(d.symbol, d.language) for d in defs}  # CMake's in lower case
         names |= {alias for n in names for alias in skeleton.aliases(n)}  # import x as y
         paths = set(paths)
         asked = [in_list(c, v) for c, v in (("name", names), ("path", paths)) if v]
@@ -148,7 +149,8 @@ class ReferenceQueries:
             for g in (self._graph, self._skeleton):
                 if g is not None and g.version == snap.version:
                     return g
-        where = f"kind = {quote(DEFINITION)} AND name = {quote(short_name(name))}"
+        short = short_name(name)  # and CMake's, in lower case
+        where = f"kind = {quote(DEFINITION)} AND {in_list('name', {short, short.lower()})}"
         return RefGraph(snap.version, pylists(snap.scan(COLUMNS, where)))
 
     def references(
