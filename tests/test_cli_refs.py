@@ -321,3 +321,47 @@ def test_cmake_refs_ignore_case_and_resolve_through_include(
         done = _run("defs", name, *where, "--json")
         assert done.returncode == 0, done.stderr
         assert [d["path"] for d in json.loads(done.stdout)] == ["CMakeLists.txt"]
+
+
+def test_perl_methods_resolve_through_base_classes(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """A Perl package's bases (``use parent``, ``our @ISA``): ``$self->describe`` in a
+    subclass is the base's ``describe``, and ``SUPER::new`` the base's ``new``, in another
+    file; the subclass's own ``describe`` of another package is not the target."""
+    repo.write(
+        "lib/Shape.pm",
+        "package Shape;\n\nsub new {\n  my ($class, %a) = @_;\n  return bless {%a}, $class;\n}\n\n"
+        "sub describe {\n  my $self = shift;\n  return ref($self);\n}\n\n1;\n",
+    )
+    repo.write(
+        "lib/Circle.pm",
+        "package Circle;\nuse parent -norequire, 'Shape';\n\nsub new {\n"
+        "  my $self = shift->SUPER::new(@_);\n  return $self;\n}\n\n"
+        'sub show {\n  my $self = shift;\n  print $self->describe, "\\n";\n}\n\n1;\n',
+    )
+    repo.write(
+        "lib/Square.pm",
+        "package Square;\nour @ISA = ('Shape');\n\nsub show {\n  my $self = shift;\n"
+        "  return $self->describe;\n}\n\n1;\n",
+    )
+    repo.write(
+        "lib/Label.pm",
+        "package Label;\n\nsub describe {\n  return 'label';\n}\n\n1;\n",
+    )
+    repo.commit("perl classes")
+    where = _indexed(repo, settings, embedder, index_dir)
+    done = _run("refs", "Shape::describe", "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    uses = json.loads(done.stdout)
+    assert [(u["symbol"], u["resolved"]) for u in uses] == [
+        ("Circle::show", "imported"),
+        ("Square::show", "imported"),
+    ], uses
+    done = _run("refs", "Shape::new", "--calls", *where, "--json")
+    assert [(u["symbol"], u["resolved"]) for u in json.loads(done.stdout)] == [
+        ("Circle::new", "imported")
+    ]

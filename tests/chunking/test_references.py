@@ -308,6 +308,30 @@ def test_cmake_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert "CMAKE_PUSH_CHECK_STATE" not in calls
 
 
+def test_perl_bases(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``use parent``/``use base`` and ``@ISA`` (assigned, declared, pushed to) name the
+    package's bases (``-norequire`` is no base); ``SUPER::new`` is ``new`` on ``SUPER``."""
+    refs = _refs(
+        "lib/Foo/Bar.pm",
+        "package Foo::Bar;\nuse parent -norequire, 'Foo::Base', 'Other';\n"
+        "use base 'TAP::Object';\nour @ISA = qw(Exporter Foo::Mixin);\n"
+        "@ISA = ('Pod::Simple');\npush @ISA, 'Late::Base';\n\n"
+        "sub new {\n  my $self = shift->SUPER::new(@_);\n  return $self;\n}\n",
+        count_tokens,
+    )
+    bases = {(r.name, r.qualifier, r.module) for r in refs if r.kind == "inherit"}
+    assert bases == {
+        ("Base", "Foo", "Foo::Bar"),
+        ("Other", "", "Foo::Bar"),
+        ("Object", "TAP", "Foo::Bar"),
+        ("Exporter", "", "Foo::Bar"),
+        ("Mixin", "Foo", "Foo::Bar"),
+        ("Simple", "Pod", "Foo::Bar"),
+        ("Base", "Late", "Foo::Bar"),
+    }
+    assert _has(refs, "call", "new", "SUPER")
+
+
 def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Each command is a call by its name (a function of the code, or a program: resolved
     at query time); ``source`` and ``.`` paste a file's names in, by its path after the last

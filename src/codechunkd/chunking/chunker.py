@@ -102,7 +102,7 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
-    "perl": 3,
+    "perl": 4,
     "php": 2,
     "cmake": 1,
     "csharp": 1,
@@ -116,7 +116,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - perl 1: Perl's references (calls, method calls, ``use`` lists and modules); perl 2 (with
   php 1, csharp 1): the chunk holding a scope statement (``package Foo;``,
   ``namespace App;``) names the scope among its definitions (``defs Foo``); perl 3: a piece
-  of POD is a ``section`` named for the heading it opens or goes on with.
+  of POD is a ``section`` named for the heading it opens or goes on with; perl 4: a
+  package's bases (``use parent``, ``use base``, ``@ISA``) and ``SUPER::`` calls.
 - bash 1: Bash's references (commands, ``source`` and ``.``).
 - php 2: PHP's references (calls, ``new``, static calls, bases, types, ``use``, variables'
   classes).

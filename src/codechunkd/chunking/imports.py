@@ -229,11 +229,15 @@ def _perl_imports(node: Node) -> list[Ref]:
     ``use`` without a list imports what the module exports by default, which only the module
     knows: every name of it (``*``).  Pragmas (``use strict``) and ``use 5.010`` name no
     module file; an empty list (``use POSIX ()``) imports nothing."""
+    if node.type != "use_statement":  # ``our @ISA = qw(Exporter)``, ``push @ISA, 'X'``
+        return _perl_bases(node)
     module = node.child_by_field_name("module")
     if module is None:
         return []
     path = _text(module)
-    if path[:1].islower() and "::" not in path:  # a pragma: strict, warnings, parent, …
+    if path in {"parent", "base"}:  # ``use parent -norequire, 'Foo::Base';``
+        return _perl_bases(node)
+    if path[:1].islower() and "::" not in path:  # a pragma: strict, warnings, …
         return []
     lists = [c for c in node.named_children if c.start_byte != module.start_byte]
     if not lists:
@@ -241,6 +245,42 @@ def _perl_imports(node: Node) -> list[Ref]:
     words = " ".join(_text(c) for c in lists)
     names = [w for w in _PERL_WORD.findall(words) if w != "qw"]
     return [_ref(node, w, w, path) for w in names]
+
+
+_PERL_PACKAGE: Final = re.compile(r"[A-Za-z_]\w*(?:::\w+)*")
+
+
+def _perl_bases(node: Node) -> list[Ref]:
+    """The base classes ``use parent``/``use base`` or ``@ISA`` names: ``inherit`` rows of
+    the package the statement is in (their ``module``), each named by its last part
+    (``Object`` of ``TAP::Object``) and qualified by the rest, as a class of another
+    language is."""
+    words = [w for c in _descendants(node) if c.type == "string_content" for w in _text(c).split()]
+    package = _perl_package(node)
+    out = []
+    for word in words:
+        if _PERL_PACKAGE.fullmatch(word) and len(word) <= MAX_MODULE:
+            qual, _, name = word.rpartition("::")
+            line = node.start_point[0] + 1
+            out.append(Ref(name, qual, "inherit", line, node.start_byte, package))
+    return out
+
+
+def _perl_package(node: Node, limit: int = 2000) -> str:
+    """The package a statement is in: the nearest ``package`` statement before it, or the
+    ``package X { … }`` around it (``main`` when none; at most ``limit`` statements back)."""
+    at: Node | None = node
+    steps = 0
+    while at is not None and steps < limit:
+        before = at.prev_named_sibling
+        while before is not None and steps < limit:
+            if before.type == "package_statement":
+                return _text(before.child_by_field_name("name"))
+            before, steps = before.prev_named_sibling, steps + 1
+        at = at.parent
+        if at is not None and at.type == "package_statement":
+            return _text(at.child_by_field_name("name"))
+    return "main"
 
 
 _SHELL_VARIABLE: Final = re.compile(r"^.*(?:\$\{[^}]*\}|\$\w+|\$\([^)]*\))")

@@ -264,6 +264,22 @@ _PERL: Final = [
     ("call", "(ambiguous_function_call_expression function: (function) @name)"),
     ("call", f"(method_call_expression invocant: {_Q} method: (method) @name)"),
     ("import", "(use_statement module: (package)) @import"),
+    *(  # ``our @ISA = qw(Exporter)``, ``@ISA = ('Pod::Simple')``, ``push @ISA, 'X'``: bases
+        ("import", f"({node} {left}: {isa}) @import")
+        for node, left, isa in (
+            ("assignment_expression", "left", '(array (varname) @v (#eq? @v "ISA"))'),
+            (
+                "assignment_expression",
+                "left",
+                '(variable_declaration (array (varname) @v (#eq? @v "ISA")))',
+            ),
+            (
+                "ambiguous_function_call_expression",
+                "arguments",
+                '(array (varname) @v (#eq? @v "ISA"))',
+            ),
+        )
+    ),
 ]
 
 # CMake: each command is a call (of a function or macro of the code, or a built-in);
@@ -483,9 +499,9 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         qual = _qualifier(quals[0], source) if quals else ""
         if language == "cmake":
             name = name.lower()
-        if language == "perl" and kind == "call" and not quals:  # ``&Text::Wrap::fill``
-            qual, _, name = name.lstrip("&").rpartition("::")
-            if not name:
+        if language == "perl" and kind == "call" and (not quals or "::" in name):
+            qual, _, name = name.lstrip("&").rpartition("::")  # ``&Text::Wrap::fill``,
+            if not name:  # ``$self->SUPER::new``
                 continue
         scope = _scope(language, node, source)
         qual = scope or qual  # ``arrow::Status::OK``: ``arrow::Status``, also its module

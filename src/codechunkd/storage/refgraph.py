@@ -58,7 +58,7 @@ _SELF: Final = frozenset(
     {"", "self", "cls", "this", "Self", "super()", "super", "$self", "$class", "__PACKAGE__"}
     | {"$this", "static"}  # PHP (``self::`` above)
 )
-_SUPER: Final = frozenset({"super()", "super", "parent"})
+_SUPER: Final = frozenset({"super()", "super", "parent", "SUPER"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java"})
@@ -162,12 +162,18 @@ class RefGraph(CFamily, PhpNames):
                 if kind == "binds":
                     self._binds[(*key, self._csym[i], self._qual[i])].append(i)
                 if kind == "inherit":
-                    self._bases[(self._src[i], self._owner[i])].add(name)
+                    self._bases[(self._src[i], self._heir(i))].add(name)
                 if kind == "import":
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
         self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
+
+    def _heir(self, i: int) -> str:
+        """The class the base row ``i`` is of: its chunk's, or for Perl (``use parent``,
+        ``@ISA``) the package the row names."""
+        perl = self._lang[i] == "perl" and self._mod[i]
+        return canonical(self._mod[i]) if perl else self._owner[i]
 
     def with_uses(self, columns: dict[str, list[object]]) -> RefGraph:
         """This graph and the use rows ``columns`` (no definition, import or base) that a
