@@ -35,6 +35,7 @@ from tree_sitter import Node, Query, QueryCursor, Tree
 from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
+from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
@@ -252,100 +253,6 @@ _JAVA: Final = [
 ]
 
 
-# Bash: a command that may be a function of the code (``log_info "x"``); ``source f``, ``. f``.
-_BASH: Final = [
-    ("call", "(command name: (command_name (word) @name))"),
-    ("import", '(command name: (command_name (word) @cmd (#any-of? @cmd "source" "."))) @import'),
-]
-# Perl: a sub's name is written with its package or not (``Text::Wrap::fill(…)``, ``&f``),
-# a method on an object or a class (``$self->helper``, ``File::Temp->new``); ``use M``.
-_PERL: Final = [
-    ("call", "(function_call_expression function: (function) @name)"),
-    ("call", "(ambiguous_function_call_expression function: (function) @name)"),
-    ("call", f"(method_call_expression invocant: {_Q} method: (method) @name)"),
-    ("import", "(use_statement module: (package)) @import"),
-    *(  # ``our @ISA = qw(Exporter)``, ``@ISA = ('Pod::Simple')``, ``push @ISA, 'X'``: bases
-        ("import", f"({node} {left}: {isa}) @import")
-        for node, left, isa in (
-            ("assignment_expression", "left", '(array (varname) @v (#eq? @v "ISA"))'),
-            (
-                "assignment_expression",
-                "left",
-                '(variable_declaration (array (varname) @v (#eq? @v "ISA")))',
-            ),
-            (
-                "ambiguous_function_call_expression",
-                "arguments",
-                '(array (varname) @v (#eq? @v "ISA"))',
-            ),
-        )
-    ),
-]
-
-# CMake: each command is a call (of a function or macro of the code, or a built-in);
-# ``include(Module)`` and ``include(path/x.cmake)`` paste a file's in.  Names are read in
-# lower case, as CMake reads them (``CMAKE_PUSH_CHECK_STATE()`` calls
-# ``macro(cmake_push_check_state)``).
-_CMAKE: Final = [
-    ("call", "(normal_command (identifier) @name)"),
-    (
-        "import",
-        '(normal_command (identifier) @cmd (#match? @cmd "^[iI][nN][cC][lL][uU][dD][eE]$"))'
-        " @import",
-    ),
-]
-# PHP: a class is written bare or qualified (``Thing``, ``\\Foo\\Other``): ``new``, a static
-# call's or a constant's class, a type, a base; methods on objects and classes, ``use``.
-_PHP_CLASS: Final = (
-    "(name) @name",
-    "(qualified_name prefix: (namespace_name) @qual (name) @name)",
-    "(qualified_name (name) @name)",  # ``\\Countable``
-)
-_PHP: Final = [
-    *(("call", f"(function_call_expression function: {c})") for c in _PHP_CLASS),
-    *(
-        ("call", f"({node} object: {_Q} name: (name) @name)")
-        for node in ("member_call_expression", "nullsafe_member_call_expression")
-    ),
-    ("call", f"(scoped_call_expression scope: {_Q} name: (name) @name)"),
-    *(("call", f"(object_creation_expression {c})") for c in _PHP_CLASS),
-    *(
-        ("inherit", f"({node} {c})")
-        for node in ("base_clause", "class_interface_clause", "use_declaration")
-        for c in _PHP_CLASS
-    ),
-    *(("type", f"(named_type {c})") for c in _PHP_CLASS),
-    ("type", "(scoped_call_expression scope: (name) @name)"),  # ``ApiProxy::makeSyncCall()``
-    ("type", "(class_constant_access_expression . (name) @name)"),  # ``Thing::CONST``
-    *(  # ``$x = new Thing()``, ``function f(Request $req)``: the variable's class
-        ("binds", f"({node} {var} {typ})")
-        for node, var, typ in (
-            (
-                "assignment_expression",
-                "left: (variable_name) @var",
-                "right: (object_creation_expression [(name) @name (qualified_name (name) @name)])",
-            ),
-            (
-                "simple_parameter",
-                "type: [(named_type [(name) @name (qualified_name (name) @name)]) "
-                "(optional_type (named_type [(name) @name (qualified_name (name) @name)]))]",
-                "name: (variable_name) @var",
-            ),
-        )
-    ),
-    ("import", "(namespace_use_declaration) @import"),
-    *(
-        ("import", f"({node}) @import")  # ``require_once __DIR__ . '/lib/util.php';``
-        for node in (
-            "require_expression",
-            "require_once_expression",
-            "include_expression",
-            "include_once_expression",
-        )
-    ),
-]
-
-
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "python": _PYTHON,
     "javascript": _JAVASCRIPT,
@@ -354,10 +261,10 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "go": _GO,
     "rust": _RUST,
     "java": _JAVA,
-    "perl": _PERL,
-    "bash": _BASH,
-    "php": _PHP,
-    "cmake": _CMAKE,
+    "perl": PERL,
+    "bash": BASH,
+    "php": PHP,
+    "cmake": CMAKE,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,
