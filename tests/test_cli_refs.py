@@ -365,3 +365,90 @@ def test_perl_methods_resolve_through_base_classes(
     assert [(u["symbol"], u["resolved"]) for u in json.loads(done.stdout)] == [
         ("Circle::new", "imported")
     ]
+
+
+CS_SERVICE = """\
+using System;
+using App.Models;
+using static Foo.Util.Helpers;
+
+namespace App.Services;
+
+public class UserService : BaseService
+{
+    private readonly IRepo _repo;
+
+    public User Find(int id)
+    {
+        User found = _repo.Get(id);
+        Validate(found);
+        Check(found);
+        found.Rename("x");
+        this.Log("found");
+        return found;
+    }
+
+    private void Validate(User u) { }
+}
+"""
+
+CS_LIBRARY = """\
+namespace App.Services
+{
+    public abstract class BaseService
+    {
+        protected void Log(string s) { }
+    }
+
+    public interface IRepo { App.Models.User Get(int id); }
+}
+
+namespace App.Models
+{
+    public class User
+    {
+        public void Rename(string n) { }
+    }
+}
+
+namespace Foo.Util
+{
+    public static class Helpers { public static void Check(object o) { } }
+}
+
+namespace Other
+{
+    public class User { public void Rename(string n) { } }
+    public static class Helpers { public static void Check(object o) { } }
+}
+"""
+
+
+def test_csharp_refs_resolve_by_full_names(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """C# names resolve by the full names the compiler would try, whatever file holds
+    them: a method of the class, a base's through ``this.``, a type a ``using`` brings in
+    and its method through a variable of it, a ``using static`` class's method called bare;
+    the same-named classes of another namespace are never the target."""
+    repo.write("src/Services/UserService.cs", CS_SERVICE)
+    repo.write("lib/Library.cs", CS_LIBRARY)
+    repo.commit("csharp")
+    where = _indexed(repo, settings, embedder, index_dir)
+    find = "App.Services.UserService.Find"
+
+    def calls(name: str) -> list[tuple[str, str, str]]:
+        done = _run("refs", name, "--calls", *where, "--json")
+        assert done.returncode == 0, done.stderr
+        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
+
+    assert calls("Validate") == [(find, "exact", "src/Services/UserService.cs")]
+    assert calls("BaseService.Log") == [(find, "imported", "lib/Library.cs")]
+    assert calls("App.Models.User.Rename") == [(find, "imported", "lib/Library.cs")]
+    assert calls("Other.User.Rename") == []
+    assert calls("Foo.Util.Helpers.Check") == [(find, "imported", "lib/Library.cs")]
+    assert calls("Other.Helpers.Check") == []
+    assert calls("IRepo.Get") == [(find, "imported", "lib/Library.cs")]

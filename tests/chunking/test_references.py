@@ -332,6 +332,40 @@ def test_perl_bases(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert _has(refs, "call", "new", "SUPER")
 
 
+def test_csharp_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """``using`` (a namespace, ``static``, an alias); calls bare, generic, on a member, on
+    ``this``/``base``, after ``?.``; ``new``; bases; types; variables' classes from their
+    declared type, a parameter, ``foreach`` and ``var x = new T()``."""
+    refs = _refs(
+        "Services/UserService.cs",
+        "using System;\nusing App.Models;\nusing Baz = Foo.Qux.Baz;\n"
+        "using static Foo.Util.Helpers;\n\nnamespace App.Services;\n\n"
+        "public class UserService : BaseService, IUserService\n{\n"
+        "    private readonly IRepo _repo;\n"
+        "    public User Find(int id, List<User> users)\n    {\n"
+        "        var u = new User(id);\n        User other = _repo.Get(id);\n"
+        "        Validate<User>(u);\n        this.Log(1);\n        base.Init();\n"
+        "        foreach (User each in users) { each.Touch(); }\n"
+        "        return Baz.Make(u)?.Clean();\n    }\n}\n",
+        count_tokens,
+    )
+    imports = {(r.name, r.qualifier, r.module) for r in refs if r.kind == "import"}
+    assert imports == {
+        ("*", "", "System"),
+        ("*", "", "App.Models"),
+        ("Baz", "Baz", "Foo.Qux"),
+        ("*", "", "Foo.Util.Helpers"),
+    }
+    assert {r.name for r in refs if r.kind == "inherit"} == {"BaseService", "IUserService"}
+    assert _has(refs, "call", "User", "") and _has(refs, "call", "Get", "_repo")
+    assert _has(refs, "call", "Validate", "") and _has(refs, "call", "Log", "this")
+    assert _has(refs, "call", "Init", "base") and _has(refs, "call", "Clean", "Baz.Make(u)")
+    assert _has(refs, "call", "Make", "Baz") and _has(refs, "type", "IRepo", "")
+    binds = {(r.name, r.qualifier) for r in refs if r.kind == "binds"}
+    assert {("IRepo", "_repo"), ("User", "u"), ("User", "other"), ("User", "each")} <= binds
+    assert ("List", "users") in binds
+
+
 def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Each command is a call by its name (a function of the code, or a program: resolved
     at query time); ``source`` and ``.`` paste a file's names in, by its path after the last
@@ -491,7 +525,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     over the length cap are dropped."""
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
-    ext |= {"perl": "pm", "bash": "sh", "php": "php", "cmake": "cmake"}
+    ext |= {"perl": "pm", "bash": "sh", "php": "php", "cmake": "cmake", "csharp": "cs"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

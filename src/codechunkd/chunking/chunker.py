@@ -105,7 +105,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "perl": 4,
     "php": 2,
     "cmake": 1,
-    "csharp": 1,
+    "csharp": 2,
     "bash": 1,
     "javascript": 1,
     "typescript": 2,
@@ -122,6 +122,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - php 2: PHP's references (calls, ``new``, static calls, bases, types, ``use``, variables'
   classes).
 - cmake 1: CMake's references (commands, ``include``), its definitions' names in lower case.
+- csharp 2: C#'s references (calls, ``new``, bases, types, ``using``, variables' classes).
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a

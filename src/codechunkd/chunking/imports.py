@@ -344,6 +344,26 @@ def _cmake_includes(node: Node) -> list[Ref]:
     return [_ref(node, "*", "", path)] if path and "$" not in path else []
 
 
+def _csharp_usings(node: Node) -> list[Ref]:
+    """``using Foo.Bar;`` and ``using static Foo.Util.Helpers;`` bring every type (or static
+    member) of a namespace (class) into scope (``*``); ``using Baz = Foo.Qux.Baz;`` binds
+    ``Baz`` to ``Baz`` of ``Foo.Qux``."""
+    alias = node.child_by_field_name("name")
+    named = [
+        c
+        for c in node.named_children
+        if c.type in {"qualified_name", "identifier", "generic_name"}
+        and (alias is None or c.start_byte != alias.start_byte)
+    ]
+    if not named:
+        return []
+    full = _text(named[-1]).removeprefix("global::")
+    if alias is None:
+        return [_ref(node, "*", "", full)]
+    module, _, original = full.rpartition(".")
+    return [_ref(node, _text(alias), original, module)]
+
+
 def _descendants(node: Node, limit: int = 200) -> list[Node]:
     """The nodes under ``node``, in order, at most ``limit`` of them."""
     out: list[Node] = []
@@ -367,6 +387,7 @@ IMPORTS: Final = {
     "bash": _bash_sources,
     "php": _php_uses,
     "cmake": _cmake_includes,
+    "csharp": _csharp_usings,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

@@ -19,8 +19,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
 
-C and C++ names resolve through ``#include`` instead (``CFamily``, storage/refc.py); PHP
-names through the namespaces definitions declare (``PhpNames``, storage/refphp.py).
+C and C++ names resolve through ``#include`` (storage/refc.py), PHP names through the
+namespaces definitions declare (storage/refphp.py), C# names by full name (refcsharp.py).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from typing import Any, Final, TypeVar
 
 from codechunkd.storage.refc import CFamily, CMemo
+from codechunkd.storage.refcsharp import CSharpNames
 from codechunkd.storage.references import DEFINITION, Definition, Use
 from codechunkd.storage.refnames import (
     BY_NAME,
@@ -85,7 +86,7 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-class RefGraph(CFamily, PhpNames):
+class RefGraph(CFamily, PhpNames, CSharpNames):
     """The resolved reference graph of every source of one index (a table version)."""
 
     def __init__(
@@ -170,8 +171,7 @@ class RefGraph(CFamily, PhpNames):
         self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
 
     def _heir(self, i: int) -> str:
-        """The class the base row ``i`` is of: its chunk's, or for Perl (``use parent``,
-        ``@ISA``) the package the row names."""
+        """The class of base row ``i``: its chunk's, or the Perl package it names."""
         perl = self._lang[i] == "perl" and self._mod[i]
         return canonical(self._mod[i]) if perl else self._owner[i]
 
@@ -291,6 +291,8 @@ class RefGraph(CFamily, PhpNames):
             return [], ""
         if family(self._lang[i]) == "c":  # C, C++: includes and scopes (storage/refc.py)
             return self._resolve_c(i)
+        if self._lang[i] == "csharp":  # full names, scope by scope (storage/refcsharp.py)
+            return self._resolve_cs(i)
         qual = self._qual[i]
         if self._kind[i] == "binds":  # a class named through an import (``http.ServeMux``)
             qual = self._mod[i] if self._mod[i] in imports else ""  # is looked up there
