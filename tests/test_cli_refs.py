@@ -452,3 +452,47 @@ def test_csharp_refs_resolve_by_full_names(
     assert calls("Foo.Util.Helpers.Check") == [(find, "imported", "lib/Library.cs")]
     assert calls("Other.Helpers.Check") == []
     assert calls("IRepo.Get") == [(find, "imported", "lib/Library.cs")]
+
+
+def test_refs_depth_follows_callers_up_to_what_a_change_can_reach(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """``refs NAME --depth N``: the callers, their callers, … N levels up, each with its
+    level and the definition it calls; a cycle is followed once; code at module level ends
+    a chain; past 5 levels, or with ``--callees``, an error that says why."""
+    repo.write(
+        "shop/tax.py",
+        "def rate(region):\n    return 0.2\n\n\ndef tax(x, region):\n    return x * rate(region)\n",
+    )
+    repo.write(
+        "shop/cart.py",
+        "from shop.tax import tax\n\n\ndef total(items):\n"
+        "    return sum(tax(i, 'eu') for i in items)\n\n\ndef checkout(cart):\n"
+        "    return total(cart) + retry(cart)\n\n\ndef retry(cart):\n"
+        "    return checkout(cart)\n",
+    )
+    repo.write("shop/main.py", "from shop.cart import total\n\nTOTAL = total([])\n")
+    repo.commit("shop")
+    where = _indexed(repo, settings, embedder, index_dir)
+    done = _run("refs", "rate", "--depth", "5", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [
+        (u["depth"], u["path"], u["symbol"], u["target"]["symbol"]) for u in json.loads(done.stdout)
+    ]
+    assert rows == [
+        (1, "shop/tax.py", "tax", "rate"),
+        (2, "shop/cart.py", "total", "tax"),
+        (3, "shop/cart.py", "checkout", "total"),
+        (3, "shop/main.py", "", "total"),  # TOTAL = total([]): module code, called by nothing
+        (4, "shop/cart.py", "retry", "checkout"),
+        (5, "shop/cart.py", "checkout", "retry"),  # the cycle: checkout is not followed again
+    ], rows
+    text = _run("refs", "rate", "--depth", "2", *where).stdout.splitlines()
+    assert text[0].startswith("shop/tax.py:6  call") and "-> rate" in text[0]
+    assert text[1].startswith("  shop/cart.py:5  call") and "-> tax" in text[1]
+    for bad in (["--depth", "6"], ["--depth", "2", "--callees"]):
+        done = _run("refs", "rate", *bad, *where)
+        assert done.returncode == 2 and "--depth" in done.stderr, done.stderr

@@ -240,7 +240,8 @@ def test_definition_and_references_give_ids_read_chunks_reads(
     """``definition`` finds haversine, ``references`` its caller (``exact``: same file) and
     what the caller calls, ``read_chunks`` reads the caller by the id given, ``repo_map``
     lists geo.py's signatures; no uses of a defined name and of a name the index does not
-    define are said apart; a name too long and a budget of 0 are tool errors."""
+    define are said apart; a name too long, a budget of 0, a ``depth`` past 5 or with
+    ``callees`` are tool errors (``depth`` itself: ``test_cli_refs.py``)."""
 
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
@@ -253,6 +254,10 @@ def test_definition_and_references_give_ids_read_chunks_reads(
             assert "haversine(self, other)" in read["chunks"][0]["content"]
             callees = ok(await call(s, "references", name="Point.distance_to", callees=True))
             assert [(u["name"], u["resolved"]) for u in callees["uses"]] == [("haversine", "exact")]
+            deep = ok(await call(s, "references", name="haversine", depth=3))["uses"]
+            assert [(u["symbol"], u["depth"]) for u in deep] == [("Point.distance_to", 1)]
+            assert (await call(s, "references", name="haversine", depth=2, callees=True)).is_error
+            assert (await call(s, "references", name="haversine", depth=6)).is_error
             files = ok(await call(s, "repo_map", budget=200))["files"]
             assert files[0]["path"] == "pkg/geo.py"
             for name, said in (("Point", "no uses of Point"), ("Pointe", "no definition of")):

@@ -16,7 +16,7 @@ from typing import Any
 
 import codechunkd.cli.common as common
 from codechunkd.display import printable
-from codechunkd.storage.refviews import MAX_BUDGET, definition_dicts, reference_dicts
+from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH, definition_dicts, reference_dicts
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -31,6 +31,13 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--repo", help="only this repository (its root path)")
     p.add_argument("--calls", action="store_true", help="only calls (the callers)")
     p.add_argument("--callees", action="store_true", help="what the symbol calls instead")
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=1,
+        help=f"the callers of the callers too, this many levels up (1-{MAX_DEPTH}; "
+        "implies --calls): what a change can reach",
+    )
     common.options(p)
     p = sub.add_parser("map", help="the files and signatures that matter most, within a budget")
     p.add_argument("path", nargs="?", default="", help="only files under this directory")
@@ -75,6 +82,8 @@ def cmd_refs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
     index = open_index(settings=common.settings(args))
+    if args.depth != 1:
+        return _impact(args, index)
     if args.callees:
         uses = index.callees(args.name, repo=args.repo)
     else:
@@ -86,6 +95,26 @@ def cmd_refs(args: argparse.Namespace) -> int:
     if not uses:  # a name the index does not define (a typo) is said so
         defined = index.definitions(args.name, repo=args.repo)
         _none(args, "definition" if not defined else "callees" if args.callees else "uses")
+    return 0
+
+
+def _impact(args: argparse.Namespace, index: Any) -> int:
+    """``refs NAME --depth N``: the callers, their callers, … ``N`` levels up, each line
+    indented by its level and saying which definition it calls."""
+    from codechunkd.errors import ConfigError
+
+    if not 1 <= args.depth <= MAX_DEPTH:
+        raise ConfigError(f"--depth must be 1 to {MAX_DEPTH}, got {args.depth}", key="depth")
+    if args.callees:
+        raise ConfigError("--depth follows callers: it goes with --calls, not --callees")
+    found = index.refs.impact(args.name, depth=args.depth, repo=args.repo)
+    dicts = reference_dicts([u for _, u in found])
+    value = [{"depth": level, **d} for (level, _), d in zip(found, dicts, strict=True)]
+    lines = ["  " * (level - 1) + _use_line(u, target=True) for level, u in found]
+    _print(args, value, lines)
+    if not found:
+        defined = index.definitions(args.name, repo=args.repo)
+        _none(args, "definition" if not defined else "callers")
     return 0
 
 

@@ -39,7 +39,14 @@ class Answers(Protocol):
     def status(self) -> tuple[dict[str, Any], str]: ...
     def definitions(self, name: str, repo: str | None) -> list[dict[str, Any]]: ...
     def uses(
-        self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
+        self,
+        name: str,
+        repo: str | None,
+        *,
+        calls_only: bool,
+        callees: bool,
+        limit: int,
+        depth: int = 1,
     ) -> tuple[list[dict[str, Any]], int]: ...
     def repo_map(
         self, path: str, budget: int, repo: str | None
@@ -248,15 +255,27 @@ class Backend:
         return definition_dicts(self.index().definitions(name, repo=self.indexed_root(repo)))
 
     def uses(
-        self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
+        self,
+        name: str,
+        repo: str | None,
+        *,
+        calls_only: bool,
+        callees: bool,
+        limit: int,
+        depth: int = 1,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Who uses ``name`` (only calls with ``calls_only``), or with ``callees`` what its
+        """Who uses ``name`` (only calls with ``calls_only``; with ``depth`` over 1, the
+        callers' callers too, each with its ``depth``), or with ``callees`` what its
         definition calls: the first ``limit`` as ``codechunkd refs --json`` prints them, and
         how many there are."""
         from codechunkd.storage.refviews import reference_dicts
 
         repo = self.indexed_root(repo)
         index = self.index()
+        if depth > 1:
+            deep = index.refs.impact(name, depth=depth, repo=repo)
+            dicts = reference_dicts([u for _, u in deep[:limit]])
+            return [{"depth": lv, **d} for (lv, _), d in zip(deep, dicts, strict=False)], len(deep)
         if callees:
             found = index.callees(name, repo=repo)
         else:

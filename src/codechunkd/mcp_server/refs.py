@@ -18,7 +18,7 @@ from pydantic import Field
 
 from codechunkd.display import printable
 from codechunkd.mcp_server.backend import Answers
-from codechunkd.storage.refviews import MAX_BUDGET
+from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH
 
 __all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
 
@@ -81,24 +81,42 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
             bool, Field(description="Only calls: the callers (default: every use).")
         ] = False,
         callees: Annotated[bool, Field(description="Instead: what the definition calls.")] = False,
+        depth: Annotated[
+            int,
+            Field(
+                description="Callers of the callers too, this many levels up (implies "
+                "calls_only): what a change can reach.",
+                ge=1,
+                le=MAX_DEPTH,
+            ),
+        ] = 1,
         repo: Annotated[
             str | None, Field(description="Only this repository (its root folder).")
         ] = None,
     ) -> CallToolResult:
         """Find who uses a definition (callers, imports, subclasses, type uses), or what it calls.
 
-        Use it for impact: what breaks if this changes. Each use says how it was
+        Use it for impact: what breaks if this changes (`depth` 2 or more: the callers'
+        callers as well, each with its `depth`). Each use says how it was
         resolved: `exact` (same file), `imported` (through the file's imports) or
         `by-name` (only the name matches: a guess). Returns path, line, the
         enclosing symbol and its chunk id, for `read_chunks`.
         """
+        if depth > 1 and callees:
+            raise ToolError("`depth` follows callers: it goes with `calls_only`, not `callees`")
         shown, total = backend.uses(
-            _name(name), repo, calls_only=calls_only, callees=callees, limit=MAX_USES
+            _name(name), repo, calls_only=calls_only, callees=callees, limit=MAX_USES, depth=depth
         )
         lines = [
-            f"{printable(u['path'])}:{u['line']}  {u['kind']}  {printable(u['name'])}  in "
+            "  "
+            * (u.get("depth", 1) - 1)
+            + f"{printable(u['path'])}:{u['line']}  {u['kind']}  {printable(u['name'])}  in "
             f"{printable(u['symbol'] or '(module)')}  [{u['resolved'] or 'unresolved'}]"
-            + (f" -> {printable(u['target']['symbol'])}" if callees and u["target"] else "")
+            + (
+                f" -> {printable(u['target']['symbol'])}"
+                if (callees or depth > 1) and u["target"]
+                else ""
+            )
             + f"  (id {u['id']})"
             for u in shown
         ]

@@ -180,10 +180,17 @@ class BackendProcess:
         return defs
 
     def uses(
-        self, name: str, repo: str | None, *, calls_only: bool, callees: bool, limit: int
+        self,
+        name: str,
+        repo: str | None,
+        *,
+        calls_only: bool,
+        callees: bool,
+        limit: int,
+        depth: int = 1,
     ) -> tuple[list[dict[str, Any]], int]:
         found: tuple[list[dict[str, Any]], int] = self.call(
-            "uses", name, repo, calls_only=calls_only, callees=callees, limit=limit
+            "uses", name, repo, calls_only=calls_only, callees=callees, limit=limit, depth=depth
         )
         return found
 

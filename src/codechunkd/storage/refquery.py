@@ -22,10 +22,13 @@ from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
 
-__all__ = ["CALL_KINDS", "HIT_CALLERS", "Caller", "ReferenceQueries"]
+__all__ = ["CALL_KINDS", "HIT_CALLERS", "MAX_IMPACT", "Caller", "ReferenceQueries"]
 
 CALL_KINDS = frozenset({"call"})
 """The use kinds that make a caller (a call, ``new``, a decorator, a macro)."""
+MAX_IMPACT = 2000
+"""The most calls ``impact`` gathers: a name every file calls, ``depth`` levels up, would
+be the whole repository."""
 HIT_CALLERS = 5
 """Callers a search hit lists with ``--context``."""
 
@@ -203,6 +206,34 @@ class ReferenceQueries:
                     break
             out.append(list(seen.values()))
         return out
+
+    def impact(
+        self, symbol: str, *, depth: int, repo: str | None = None, limit: int = MAX_IMPACT
+    ) -> list[tuple[int, Use]]:
+        """The calls of ``symbol`` (level 1), the calls of the definitions that make them
+        (level 2), and so on ``depth`` levels up: what a change to ``symbol`` can reach.
+        Each calling definition is followed once (a cycle ends there; code at module level
+        is called by nothing); nearest levels first, at most ``limit`` calls."""
+        sources = self._sources(repo)
+        g = self._about([symbol])
+        frontier = g.definitions(symbol, sources)
+        followed = {(d.path, d.symbol) for d in frontier}
+        out: list[tuple[int, Use]] = []
+        for level in range(1, depth + 1):
+            if not frontier or len(out) >= limit:
+                break
+            if level > 1:  # the uses of the new names, read at the same table version
+                g = self._about(sorted({d.symbol for d in frontier}))
+            nxt: list[Definition] = []
+            for u in g.uses_of(frontier, set(CALL_KINDS)):
+                out.append((level, u))
+                caller = (u.path, u.chunk_symbol)
+                if u.chunk_symbol and caller not in followed:
+                    followed.add(caller)
+                    defs = g.definitions(u.chunk_symbol, sources)
+                    nxt += [d for d in defs if d.path == u.path]  # (a split one: any part)
+            frontier = nxt
+        return out[:limit]
 
     def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
         """What the definitions of ``symbol`` call, resolved (unresolved calls included)."""

@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-__all__ = ["MAX_BUDGET", "definition_dicts", "reference_dicts"]
+__all__ = ["MAX_BUDGET", "MAX_DEPTH", "definition_dicts", "reference_dicts"]
 
 MAX_BUDGET = 100_000
 """The largest repository map asked for, in tokens."""
+MAX_DEPTH = 5
+"""The most levels of callers asked for (``refs --depth``, the MCP ``references`` tool's
+``depth``): five levels of a name every file calls are the whole repository already."""
 
 
 def definition_dicts(defs: list[Any]) -> list[dict[str, Any]]:
