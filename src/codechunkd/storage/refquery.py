@@ -222,10 +222,12 @@ class ReferenceQueries:
         for level in range(1, depth + 1):
             if not frontier or len(out) >= limit:
                 break
-            if level > 1:  # the uses of the new names, read at the same table version
+            if level > 1:  # the uses of the callers' names
                 g = self._about(sorted({d.symbol for d in frontier}))
             nxt: list[Definition] = []
             for u in g.uses_of(frontier, set(CALL_KINDS)):
+                if len(out) >= limit:
+                    break
                 out.append((level, u))
                 caller = (u.path, u.chunk_symbol)
                 if u.chunk_symbol and caller not in followed:
@@ -233,7 +235,7 @@ class ReferenceQueries:
                     defs = g.definitions(u.chunk_symbol, sources)
                     nxt += [d for d in defs if d.path == u.path]  # (a split one: any part)
             frontier = nxt
-        return out[:limit]
+        return out
 
     def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
         """What the definitions of ``symbol`` call, resolved (unresolved calls included)."""
