@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from codechunkd.config.settings import Settings
+from codechunkd.storage.reader import open_index
 from tests.conftest import Indexer, Repo, scaled
 
 EXE = str(Path(sys.executable).parent / "codechunkd")
@@ -462,7 +463,8 @@ def test_refs_depth_follows_callers_up_to_what_a_change_can_reach(
 ) -> None:
     """``refs NAME --depth N``: the callers, their callers, … N levels up, each with its
     level and the definition it calls; a cycle is followed once; code at module level ends
-    a chain; past 5 levels, or with ``--callees``, an error that says why."""
+    a chain; at most ``limit`` calls, nearest first; past 5 levels, or with ``--callees``, an
+    error that says why."""
     repo.write(
         "shop/tax.py",
         "def rate(region):\n    return 0.2\n\n\ndef tax(x, region):\n    return x * rate(region)\n",
@@ -493,6 +495,12 @@ def test_refs_depth_follows_callers_up_to_what_a_change_can_reach(
     text = _run("refs", "rate", "--depth", "2", *where).stdout.splitlines()
     assert text[0].startswith("shop/tax.py:6  call") and "-> rate" in text[0]
     assert text[1].startswith("  shop/cart.py:5  call") and "-> tax" in text[1]
+    capped = open_index(settings=settings).refs.impact("rate", depth=5, limit=3)
+    assert [(level, u.chunk_symbol) for level, u in capped] == [
+        (1, "tax"),
+        (2, "total"),
+        (3, "checkout"),
+    ]
     for bad in (["--depth", "6"], ["--depth", "2", "--callees"]):
         done = _run("refs", "rate", *bad, *where)
         assert done.returncode == 2 and "--depth" in done.stderr, done.stderr
