@@ -504,3 +504,40 @@ def test_refs_depth_follows_callers_up_to_what_a_change_can_reach(
     for bad in (["--depth", "6"], ["--depth", "2", "--callees"]):
         done = _run("refs", "rate", *bad, *where)
         assert done.returncode == 2 and "--depth" in done.stderr, done.stderr
+
+
+def test_ruby_refs_resolve_through_require_and_bases(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """Ruby: a method called bare is the class's own (``exact``); a method on a variable
+    given its class by ``Cart.new`` is that class's or its base's, in the file
+    ``require_relative`` names; a same-named method of an unrelated class is not the
+    target."""
+    repo.write(
+        "lib/shop/cart.rb",
+        'require_relative "base"\n\nmodule Shop\n  class Cart < Base\n    def total\n'
+        "      tax(1)\n    end\n\n    def self.build\n      cart = Cart.new\n"
+        "      cart.check!\n    end\n\n    def tax(x)\n      x\n    end\n  end\nend\n",
+    )
+    repo.write(
+        "lib/shop/base.rb",
+        "module Shop\n  class Base\n    def check!\n      true\n    end\n  end\nend\n",
+    )
+    repo.write(
+        "lib/other.rb",
+        "class Other\n  def tax(x)\n    0\n  end\n\n  def check!\n    false\n  end\nend\n",
+    )
+    repo.commit("ruby")
+    where = _indexed(repo, settings, embedder, index_dir)
+
+    def calls(name: str) -> list[tuple[str, str, str]]:
+        done = _run("refs", name, "--calls", *where, "--json")
+        assert done.returncode == 0, done.stderr
+        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
+
+    assert calls("Shop.Cart.tax") == [("Shop.Cart.total", "exact", "lib/shop/cart.rb")]
+    assert calls("Shop.Base.check!") == [("Shop.Cart.build", "imported", "lib/shop/base.rb")]
+    assert calls("Other.tax") == [] and calls("Other.check!") == []

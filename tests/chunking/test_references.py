@@ -366,6 +366,32 @@ def test_csharp_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     assert ("List", "users") in binds
 
 
+def test_ruby_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
+    """Calls with a receiver, parentheses or a block (a bare word may be a local variable:
+    none); a class as a receiver; ``< Base`` and ``include``/``extend`` are bases;
+    ``X.new`` gives a variable its class; ``require`` by path, ``require_relative`` from the
+    file's folder."""
+    refs = _refs(
+        "lib/shop/cart.rb",
+        'require_relative "helper"\nrequire "shop/base.rb"\n\nmodule Shop\n'
+        "  class Cart < Base\n    include Pricing\n    extend Forwardable\n\n"
+        "    def total\n      rate = 2\n      @items.sum { |i| tax(i.price) } + Helper.fee(self)\n"
+        "    end\n\n    def self.build\n      cart = Cart.new\n      cart.check!\n"
+        "      transaction { items.each { |i| i } }\n    end\n  end\nend\n",
+        count_tokens,
+    )
+    assert {(r.name, r.module) for r in refs if r.kind == "import"} == {
+        ("*", "./helper"),
+        ("*", "shop/base"),
+    }
+    assert {r.name for r in refs if r.kind == "inherit"} == {"Base", "Pricing", "Forwardable"}
+    assert _has(refs, "call", "tax", "") and _has(refs, "call", "fee", "Helper")
+    assert _has(refs, "call", "check!", "cart") and _has(refs, "call", "each", "items")
+    assert _has(refs, "call", "transaction", "")
+    assert _has(refs, "type", "Helper") and not _has(refs, "call", "rate")
+    assert {(r.name, r.qualifier) for r in refs if r.kind == "binds"} == {("Cart", "cart")}
+
+
 def test_bash_refs(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """Each command is a call by its name (a function of the code, or a program: resolved
     at query time); ``source`` and ``.`` paste a file's names in, by its path after the last
@@ -526,6 +552,7 @@ def test_hostile_input_gives_refs_or_none_never_an_error(language: str, count_to
     ext = {"python": "py", "javascript": "js", "typescript": "ts", "tsx": "tsx"}
     ext |= {"go": "go", "rust": "rs", "java": "java", "c": "c", "cpp": "cpp", "cuda": "cu"}
     ext |= {"perl": "pm", "bash": "sh", "php": "php", "cmake": "cmake", "csharp": "cs"}
+    ext |= {"ruby": "rb"}
     long = "a" * 10_000
     text = f"import (((\n{long}(x)\n\x00 f(g(h(\n".encode()
     chunks = chunk(f"x.{ext[language]}", text, count_tokens=count_tokens)

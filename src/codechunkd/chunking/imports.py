@@ -364,6 +364,20 @@ def _csharp_usings(node: Node) -> list[Ref]:
     return [_ref(node, _text(alias), original, module)]
 
 
+def _ruby_requires(node: Node) -> list[Ref]:
+    """``require "shop/cart"`` and ``load`` paste every name of a file in (``*``), by its
+    path from any load path (``…/shop/cart.rb``); ``require_relative "helper"`` from the
+    requiring file's folder (``./helper``)."""
+    method = node.child_by_field_name("method")
+    strings = [c for c in _descendants(node) if c.type == "string_content"]
+    if method is None or len(strings) != 1 or len(_text(strings[0])) > MAX_MODULE:
+        return []
+    path = _text(strings[0]).removesuffix(".rb")
+    if _text(method) == "require_relative" and not path.startswith("../"):
+        path = "./" + path.removeprefix("./")
+    return [_ref(node, "*", "", path)] if path.strip("./") else []
+
+
 def _descendants(node: Node, limit: int = 200) -> list[Node]:
     """The nodes under ``node``, in order, at most ``limit`` of them."""
     out: list[Node] = []
@@ -388,6 +402,7 @@ IMPORTS: Final = {
     "php": _php_uses,
     "cmake": _cmake_includes,
     "csharp": _csharp_usings,
+    "ruby": _ruby_requires,
     "c": _c_includes,
     "cpp": _c_includes,
     "cuda": _c_includes,

@@ -2,8 +2,8 @@
 
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
 languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, C#:
-``chunking/refs_csharp.py``, Perl, Bash, PHP, CMake: ``chunking/refs_scripts.py``, C, C++
-and CUDA: ``chunking/refs_c.py``); any other language has none.  Each
+``chunking/refs_csharp.py``, Perl, Bash, PHP, CMake, Ruby: ``chunking/refs_scripts.py``,
+C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each
 language is a handful of tree-sitter query patterns (run in C, one pass over the tree) plus
 a small function that reads its import statements, because what an import binds (an alias, a
 namespace, a list) is easier to say in Python than in a query.
@@ -37,7 +37,7 @@ from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
 from codechunkd.chunking.refs_csharp import CSHARP
-from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP
+from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
@@ -268,6 +268,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "php": PHP,
     "cmake": CMAKE,
     "csharp": CSHARP,
+    "ruby": RUBY,
     "c": C,
     "cpp": CPP,
     "cuda": CPP,

@@ -1,13 +1,13 @@
-"""The query patterns of ``chunking/references.py`` for Perl, Bash, PHP and CMake: the
-languages whose code names things by strings and statements more than by syntax (a Perl
-``use parent 'Foo'``, a PHP ``require_once 'x.php'``, a CMake command in any case); what
-their imports bind is read in ``chunking/imports.py``."""
+"""The query patterns of ``chunking/references.py`` for Perl, Bash, PHP, CMake and Ruby:
+the languages whose code names things by strings and statements more than by syntax (a
+Perl ``use parent 'Foo'``, a PHP ``require_once 'x.php'``, a CMake command in any case, a
+Ruby ``include Comparable``); what their imports bind is read in ``chunking/imports.py``."""
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BASH", "CMAKE", "PERL", "PHP"]
+__all__ = ["BASH", "CMAKE", "PERL", "PHP", "RUBY"]
 
 _Q: Final = "(_) @qual"
 
@@ -102,5 +102,37 @@ PHP: Final = [
             "include_expression",
             "include_once_expression",
         )
+    ),
+]
+# Ruby: calls with parentheses or a receiver (a bare word may be a local variable);
+# ``X.new`` gives a variable its class; ``< Base`` and ``include``/``extend``/``prepend`` are
+# bases; ``require``, ``require_relative`` and ``load`` paste a file in.
+_RB_CLASS: Final = (
+    "(constant) @name",
+    "(scope_resolution scope: (_) @qual name: (constant) @name)",
+)
+RUBY: Final = [
+    ("call", f"(call receiver: {_Q} method: (identifier) @name)"),
+    ("call", "(call method: (identifier) @name arguments: (argument_list))"),
+    ("call", "(call method: (identifier) @name block: (_))"),
+    *(("type", f"(call receiver: {c})") for c in _RB_CLASS),  # ``Helper.fee``
+    *(("inherit", f"(superclass {c})") for c in _RB_CLASS),
+    *(
+        (
+            "inherit",
+            '(call method: (identifier) @m (#any-of? @m "include" "extend" "prepend") '
+            f"arguments: (argument_list {c}))",
+        )
+        for c in _RB_CLASS
+    ),
+    (
+        "binds",
+        "(assignment left: [(identifier) (instance_variable)] @var right: (call receiver: "
+        '(constant) @name method: (identifier) @m (#eq? @m "new")))',
+    ),
+    (
+        "import",
+        '(call method: (identifier) @m (#any-of? @m "require" "require_relative" "load") '
+        "arguments: (argument_list (string))) @import",
     ),
 ]

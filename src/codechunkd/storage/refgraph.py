@@ -62,7 +62,7 @@ _SELF: Final = frozenset(
 _SUPER: Final = frozenset({"super()", "super", "parent", "SUPER"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Languages where a bare name can call a member of the enclosing class.
-_BARE_MEMBERS: Final = frozenset({"java"})
+_BARE_MEMBERS: Final = frozenset({"java", "ruby"})
 _MEMBER: Final = re.compile(r"\.|::")
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
 #: package's ``__init__.py`` (``from .x import *``).

@@ -5,8 +5,8 @@ Owns ``canonical`` (one form for a qualified symbol: Rust's ``impl Span::new`` i
 name reaches; ``php_class``) and ``ModulePaths``: the files of a source that a module path
 written in a file can name, per language (Python dotted and relative modules, TS/JS
 relative paths and index files, Go package folders, Rust ``crate::``/``self::``/``super::``
-paths and ``mod.rs``, Java packages, PHP namespaces, C and C++ ``#include`` paths).  It
-must not resolve a name to a definition (refgraph.py).
+paths and ``mod.rs``, Java packages, PHP namespaces, Ruby ``require`` paths, C and C++
+``#include`` paths).  It must not resolve a name to a definition (refgraph.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
 
 _EXT: Final = re.compile(
-    r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php|cmake)$"
+    r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php|cmake|rb)$"
 )
 #: C, C++ and CUDA files (``ModulePaths.files`` reads their ``#include`` paths); headers.
 _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tpp", "cuh"})
@@ -188,6 +188,9 @@ class ModulePaths:
                 if (src, key) in self._dirs:
                     return self._dirs[(src, key)]
             return set()
+        if lang == "rb" and module.startswith(("./", "../")):  # ``require_relative``
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
+            return self._modules.get((src, _stem(rel + ".rb")), set())
         if lang in {"py", "pyi"} and module.startswith("."):
             dots = len(module) - len(module.lstrip("."))
             base = posixpath.dirname(path)
@@ -206,7 +209,7 @@ class ModulePaths:
             key = module.replace("::", "/")
         elif lang == "php":
             return self._php(src, module)
-        elif lang in {"sh", "bash", "cmake", "txt"}:  # ``source lib/common.sh``: any
+        elif lang in {"sh", "bash", "cmake", "txt", "rb"}:  # ``source lib/common.sh``: any
             key = _EXT.sub("", module)  # ``…/lib/common.sh``; CMake's ``include(Helpers)``
         else:
             key = module.replace(".", "/")
