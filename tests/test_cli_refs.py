@@ -20,6 +20,13 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
 
 
+def _calls(name: str, where: tuple[str, str]) -> list[tuple[str, str, str]]:
+    """``refs NAME --calls``: each caller's symbol, how it was resolved, the target's path."""
+    done = _run("refs", name, "--calls", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
+
+
 def _indexed(repo: Repo, settings: Settings, embedder, index_dir: Path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """Index ``repo`` once; the CLI's arguments naming that index."""
     ix = Indexer(settings, embedder)
@@ -269,19 +276,14 @@ def test_php_refs_resolve_through_namespaces(
     where = _indexed(repo, settings, embedder, index_dir)
     service = "google\\appengine\\api\\users::UserService::current"
 
-    def calls(name: str) -> list[tuple[str, str, str]]:
-        done = _run("refs", name, "--calls", *where, "--json")
-        assert done.returncode == 0, done.stderr
-        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
-
-    assert calls("makeSyncCall") == [
+    assert _calls("makeSyncCall", where) == [
         (service, "imported", "sdk/google/appengine/runtime/ApiProxy.php")
     ]
-    assert calls("load") == [(service, "exact", f"{users}/UserService.php")]
-    assert calls("describe") == [(service, "imported", f"{users}/BaseService.php")]
-    assert calls("UsersException") == [(service, "imported", f"{users}/UsersException.php")]
-    assert calls("format_items") == [(service, "imported", "sdk/lib/util.php")]
-    assert calls("count") == []
+    assert _calls("load", where) == [(service, "exact", f"{users}/UserService.php")]
+    assert _calls("describe", where) == [(service, "imported", f"{users}/BaseService.php")]
+    assert _calls("UsersException", where) == [(service, "imported", f"{users}/UsersException.php")]
+    assert _calls("format_items", where) == [(service, "imported", "sdk/lib/util.php")]
+    assert _calls("count", where) == []
 
 
 def test_cmake_refs_ignore_case_and_resolve_through_include(
@@ -441,18 +443,13 @@ def test_csharp_refs_resolve_by_full_names(
     where = _indexed(repo, settings, embedder, index_dir)
     find = "App.Services.UserService.Find"
 
-    def calls(name: str) -> list[tuple[str, str, str]]:
-        done = _run("refs", name, "--calls", *where, "--json")
-        assert done.returncode == 0, done.stderr
-        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
-
-    assert calls("Validate") == [(find, "exact", "src/Services/UserService.cs")]
-    assert calls("BaseService.Log") == [(find, "imported", "lib/Library.cs")]
-    assert calls("App.Models.User.Rename") == [(find, "imported", "lib/Library.cs")]
-    assert calls("Other.User.Rename") == []
-    assert calls("Foo.Util.Helpers.Check") == [(find, "imported", "lib/Library.cs")]
-    assert calls("Other.Helpers.Check") == []
-    assert calls("IRepo.Get") == [(find, "imported", "lib/Library.cs")]
+    assert _calls("Validate", where) == [(find, "exact", "src/Services/UserService.cs")]
+    assert _calls("BaseService.Log", where) == [(find, "imported", "lib/Library.cs")]
+    assert _calls("App.Models.User.Rename", where) == [(find, "imported", "lib/Library.cs")]
+    assert _calls("Other.User.Rename", where) == []
+    assert _calls("Foo.Util.Helpers.Check", where) == [(find, "imported", "lib/Library.cs")]
+    assert _calls("Other.Helpers.Check", where) == []
+    assert _calls("IRepo.Get", where) == [(find, "imported", "lib/Library.cs")]
 
 
 def test_refs_depth_follows_callers_up_to_what_a_change_can_reach(
@@ -533,11 +530,7 @@ def test_ruby_refs_resolve_through_require_and_bases(
     repo.commit("ruby")
     where = _indexed(repo, settings, embedder, index_dir)
 
-    def calls(name: str) -> list[tuple[str, str, str]]:
-        done = _run("refs", name, "--calls", *where, "--json")
-        assert done.returncode == 0, done.stderr
-        return [(u["symbol"], u["resolved"], u["target"]["path"]) for u in json.loads(done.stdout)]
-
-    assert calls("Shop.Cart.tax") == [("Shop.Cart.total", "exact", "lib/shop/cart.rb")]
-    assert calls("Shop.Base.check!") == [("Shop.Cart.build", "imported", "lib/shop/base.rb")]
-    assert calls("Other.tax") == [] and calls("Other.check!") == []
+    assert _calls("Shop.Cart.tax", where) == [("Shop.Cart.total", "exact", "lib/shop/cart.rb")]
+    base = ("Shop.Cart.build", "imported", "lib/shop/base.rb")
+    assert _calls("Shop.Base.check!", where) == [base]
+    assert _calls("Other.tax", where) == [] and _calls("Other.check!", where) == []
