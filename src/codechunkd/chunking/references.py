@@ -3,9 +3,9 @@
 ``extract(language, tree, source)`` returns one :class:`Ref` per use, in file order, for the
 languages in :data:`QUERIES` (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, C#:
 ``chunking/refs_csharp.py``, Perl, Bash, PHP, CMake, Ruby: ``chunking/refs_scripts.py``,
-C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each
-language is a handful of tree-sitter query patterns (run in C, one pass over the tree) plus
-a small function that reads its import statements, because what an import binds (an alias, a
+C, C++ and CUDA: ``chunking/refs_c.py``); any other language has none.  Each language is
+a handful of tree-sitter query patterns (run in C, one pass over the tree) plus a small
+function that reads its import statements, because what an import binds (an alias, a
 namespace, a list) is easier to say in Python than in a query.
 
 What a ref records is syntax only: the name (``join``), the text before it (``os.path``,

@@ -14,8 +14,8 @@ name, in lower case where the language ignores case, ``qualifier`` the whole of 
 one per :class:`~codechunkd.chunking.references.Ref` of a chunk.  Rows carry the source,
 branch, commit and blob of their chunk, so they are exactly as fresh as it, and they are
 made from the chunk alone (no other file is read): content-addressed like the chunks, a
-file version always gets the same rows.  What the
-reference graph (storage/refgraph.py) reads back from them: a ``Definition``, a ``Use``.
+file version always gets the same rows.  What the reference graph (storage/refgraph.py)
+reads back from them: a ``Definition``, a ``Use``.
 """
 
 from __future__ import annotations

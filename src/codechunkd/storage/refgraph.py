@@ -11,9 +11,9 @@ writer has committed since.  A name used in a file is resolved, in order:
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
    packages; PHP by the namespace a definition declares), and the name looked up there,
    following re-exports (an ``__init__.py`` or ``index.ts`` that imports it in turn) up to
-   three hops; in Go, Java and PHP a bare name
-   is also looked up in the file's own package (its directory), and a Go variable's class
-   named through a package (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
+   three hops; in Go, Java and PHP a bare name is also looked up in the file's own package
+   (its directory), and a Go variable's class named through a package
+   (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
 3. ``by-name``: every definition of that name in the source, in a language the file's
    can call (``refnames.family``), when neither says more.
    A name on a module the file imports but that the source does not hold (``os.path``,

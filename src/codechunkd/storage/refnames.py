@@ -102,7 +102,7 @@ def in_same_module(language: str, owner: str, symbol: str, qualifier: str) -> bo
         return scope == owner.split(".")[:-1]
     if language == "php":
         return php_class(symbol.rpartition(".")[2]) and owner.split(".")[: len(scope)] == scope
-    if language != "rust" or "impl " in qualifier:
+    if language != "rust" or "impl " in qualifier or not scope:
         return False
     return scope[-1][:1].islower() and owner.split(".")[: len(scope)] == scope
 
