@@ -629,3 +629,27 @@ def test_a_member_asked_through_a_subclass_is_the_one_it_inherits(
     ]
     assert index.definitions("Child.missing") == []
     assert index.definitions("Nobody.fetch") == []
+
+
+def test_bases_resolve_in_the_order_written_and_a_module_variable_types_its_calls(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``self.ping()`` in a class of eight bases that each define ``ping`` means theirs in
+    the order the class names them, whatever the process's hash seed (the bases were a set:
+    the order, and so the target ``refs`` showed, changed from run to run); a call on a
+    module-level variable (``root = Logger()``) inside a function is its class's method,
+    ``exact``, where it was a guess by name."""
+    bases = [f"Mixin{k}" for k in range(8)]
+    source = "".join(
+        f"class {b}:\n    def ping(self):\n        return {k}\n\n\n" for k, b in enumerate(bases)
+    )
+    source += f"class Many({', '.join(bases)}):\n    def run(self):\n        return self.ping()\n"
+    source += "\n\nclass Logger:\n    def warn(self, m):\n        return m\n\n\nroot = Logger()\n"
+    source += "\n\ndef warn(m):\n    return root.warn(m)\n"
+    index = index_of(repo, indexer, settings, {"mixins.py": source})
+    graph = index.refs.graph()
+    [use] = graph.uses_by_name["ping"]
+    rows, how = graph.resolve(use)
+    assert how == "exact"
+    assert [graph.definition(j).symbol for j in rows] == [f"{b}.ping" for b in bases]
+    assert _callers(index, "Logger.warn") == {("warn", "exact")}

@@ -145,7 +145,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         )
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
-        self._bases: dict[tuple[str, str], set[str]] = defaultdict(set)  # class -> base names
+        self._bases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)  # as written
         for i in range(self._n):
             key = (self._src[i], self._path[i])
             name = self._name[i]
@@ -163,7 +163,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
                 if kind == "binds":
                     self._binds[(*key, self._csym[i], self._qual[i])].append(i)
                 if kind == "inherit":
-                    self._bases[(self._src[i], self._heir(i))].add(name)
+                    self._bases[(self._src[i], self._heir(i))][name] = None
                 if kind == "import":
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
@@ -406,10 +406,11 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         definition: ``Context``'s ``invoke`` (or a base class's)."""
         if var.startswith("this."):  # ``this.count.get()``: the field ``count``
             var = var[5:]
-        scope, binds = self._csym[i], None
-        while scope and not binds:  # the variable's, else a field of an enclosing class
+        scope: str | None = self._csym[i]
+        binds = None  # the variable's, else a field of an enclosing class, else the module's
+        while not binds and scope is not None:
             binds = self._binds.get((src, path, scope, var))
-            scope = scope.rpartition(".")[0]
+            scope = scope.rpartition(".")[0] if scope else None
         if not binds:
             return [], ""
         found: list[int] = []
