@@ -371,7 +371,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
                 if not (cls.startswith("New") and cls[3:4].isupper()):
                     continue  # ``x := f()``: a function's result
                 cls = cls[3:]
-            if kind == "binds_call" and not cls[:1].isupper():
+            if kind == "binds_call" and not cls.lstrip("_")[:1].isupper():
                 continue  # ``x = make()``: a function's result, not (by convention) a class
             if var and typ and len(cls) <= _MAX_NAME:
                 n = typ[0]
