@@ -74,12 +74,13 @@ def test_python_relative_aliased_and_star_imports(count_tokens) -> None:  # type
 def test_python_variables_bound_to_a_class(count_tokens) -> None:  # type: ignore[no-untyped-def]
     """An annotated parameter or variable, or a constructor's result, binds a variable to a
     class (kind ``binds``: name the class, qualifier the variable); a private class is a
-    class (``_ClassBuilder(cls)``), a function's result (``make()``, ``_make()``) is not."""
+    class (``_ClassBuilder(cls)``), and so is a generic one (``RunVar[int]('v')``); a
+    function's result (``make()``, ``_make()``) is not."""
     refs = _refs(
         "m.py",
         "def f(ctx: Context, p: 'Quoted' = None, *, n: int = 1):\n"
         "    e = Engine(ctx)\n    s: Session = make()\n    b = _ClassBuilder(ctx)\n"
-        "    m = _make()\n    return e.run(s)\n",
+        "    m = _make()\n    v = RunVar[int]('v')\n    return e.run(s)\n",
         count_tokens,
     )
     binds = {(r.qualifier, r.name) for r in refs if r.kind == "binds"}
@@ -89,6 +90,7 @@ def test_python_variables_bound_to_a_class(count_tokens) -> None:  # type: ignor
         ("e", "Engine"),
         ("s", "Session"),
         ("b", "_ClassBuilder"),
+        ("v", "RunVar"),
     }
 
 

@@ -107,7 +107,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "cmake": 1,
     "csharp": 2,
     "ruby": 1,
-    "python": 1,
+    "python": 2,
     "bash": 1,
     "javascript": 1,
     "typescript": 2,
@@ -126,7 +126,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - cmake 1: CMake's references (commands, ``include``), its definitions' names in lower case.
 - csharp 2: C#'s references (calls, ``new``, bases, types, ``using``, variables' classes).
 - ruby 1: Ruby's references (calls, bases and mixins, ``require``, ``X.new``'s class).
-- python 1: ``x = _Private()`` gives ``x`` its class, as ``x = Public()`` does.
+- python 1: ``x = _Private()`` gives ``x`` its class, as ``x = Public()`` does; python 2:
+  so does ``x = Generic[T]()``.
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a

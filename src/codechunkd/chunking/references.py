@@ -73,9 +73,9 @@ _PYTHON: Final = [
     ("binds", "(typed_parameter (identifier) @var type: (type (identifier) @name))"),
     ("binds", "(typed_default_parameter name: (identifier) @var type: (type (identifier) @name))"),
     ("binds", "(assignment left: (identifier) @var type: (type (identifier) @name))"),
-    (
-        "binds_call",
-        "(assignment left: (identifier) @var right: (call function: (identifier) @name))",
+    *(  # ``e = Engine(ctx)``, ``v = RunVar[int]("v")``
+        ("binds_call", f"(assignment left: (identifier) @var right: (call function: {c}))")
+        for c in ("(identifier) @name", "(subscript value: (identifier) @name)")
     ),
 ]
 _JS_COMMON: Final = [
