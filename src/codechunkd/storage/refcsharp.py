@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from codechunkd.storage.refnames import BY_NAME, EXACT, IMPORTED
+from codechunkd.storage.refnames import BY_NAME
 
 __all__ = ["CSharpNames"]
 
@@ -54,6 +54,10 @@ class CSharpNames:
         raise NotImplementedError
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
+        raise NotImplementedError
+
+    def _how(self, path: str, found: list[int]) -> str:
+        """``exact`` when every definition found is in ``path`` (``CFamily``'s)."""
         raise NotImplementedError
 
     def _resolve_cs(self, i: int) -> tuple[list[int], str]:
@@ -114,6 +118,4 @@ class CSharpNames:
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
     def _cs_how(self, path: str, found: list[int]) -> tuple[list[int], str]:
-        if not found:
-            return [], ""
-        return found, EXACT if all(self._path[j] == path for j in found) else IMPORTED
+        return (found, self._how(path, found)) if found else ([], "")

@@ -133,7 +133,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
         self._c = CMemo()  # ``CFamily``'s: scopes, includes, classes
-        self._php = PhpMemo()  # ``PhpNames``'s: scopes, requires
+        self._php = PhpMemo()  # ``PhpNames``'s: scopes
         self.derived: dict[object, Any] = {}  # what readers compute from the whole graph
         self.uses_by_name: dict[str, list[int]] = defaultdict(list)
         self.uses_by_owner: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -357,7 +357,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
             if self._lang[i] == "php":  # ``vfsStream::create()``, ``new \google\net\Decoder()``
                 found = self._php_qualified(src, path, qual, name)
                 if found:
-                    return found, EXACT if {self._path[j] for j in found} == {path} else IMPORTED
+                    return found, self._how(path, found)
         # shared: callers never change it; only the definitions the row's language can name
         anywhere = self._by_src_name.get((src, family(self._lang[i]), name))
         return (anywhere, BY_NAME) if anywhere else ([], "")

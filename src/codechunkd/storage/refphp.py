@@ -39,8 +39,6 @@ class PhpMemo:
 
     scopes: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """Each file's scope (``_php_scope``)."""
-    requires: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-    """The files each file requires itself."""
 
 
 class PhpNames:
@@ -63,6 +61,10 @@ class PhpNames:
         raise NotImplementedError
 
     def _inherited(self, i: int, owner: str, name: str, depth: int) -> list[int]:
+        raise NotImplementedError
+
+    def _c_includes(self, src: str, file: str) -> tuple[str, ...]:
+        """The files ``file`` pastes in itself (``CFamily``'s: ``#include`` or ``require``)."""
         raise NotImplementedError
 
     def _php_qualified(self, src: str, path: str, qual: str, name: str) -> list[int]:
@@ -113,20 +115,11 @@ class PhpNames:
             for _ in range(REQUIRE_DEPTH):
                 nxt: list[str] = []
                 for file in frontier:
-                    for f in self._php_direct(src, file):
+                    for f in self._c_includes(src, file):
                         if f not in seen and len(order) < MAX_SCOPE:
                             seen.add(f)
                             order.append(f)
                             nxt.append(f)
                 frontier = nxt
             got = self._php.scopes[(src, path)] = tuple(order)
-        return got
-
-    def _php_direct(self, src: str, file: str) -> tuple[str, ...]:
-        """The files ``file`` requires itself (its ``*`` import rows' paths, found)."""
-        got = self._php.requires.get((src, file))
-        if got is None:
-            rows = self._imports.get((src, file), {}).get("*", ())
-            found = {f for j in rows for f in self._paths.files(src, file, self._mod[j])}
-            got = self._php.requires[(src, file)] = tuple(sorted(found))
         return got

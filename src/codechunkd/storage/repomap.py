@@ -8,8 +8,8 @@ a file's references to itself are not counted).  The PageRank of a file is then 
 over the definitions it is referred to through, in proportion to the edges' weights, so a
 definition ranks high when much-referred-to files refer to it.  The map lists the files by
 rank, each with its best definitions' signatures, until the budget is spent.  A file none of
-whose definitions is referred to (a script, or a language whose uses are not read: CMake,
-PHP, Ruby, …) lists its own, in file order.
+whose definitions is referred to (a script, or a language whose uses are not read: Kotlin,
+Swift, Lua, …) lists its own, in file order.
 """
 
 from __future__ import annotations
