@@ -72,10 +72,11 @@ def test_python_relative_aliased_and_star_imports(count_tokens) -> None:  # type
 
 
 def test_python_variables_bound_to_a_class(count_tokens) -> None:  # type: ignore[no-untyped-def]
-    """An annotated parameter or variable, or a constructor's result, binds a variable to a
-    class (kind ``binds``: name the class, qualifier the variable); a private class is a
-    class (``_ClassBuilder(cls)``), and so is a generic one (``RunVar[int]('v')``); a
-    function's result (``make()``, ``_make()``) is not."""
+    """An annotated parameter or variable (a quoted annotation too), or a call's result,
+    binds a variable (kind ``binds``: name the class or the function called, qualifier the
+    variable): a private class (``_ClassBuilder(cls)``), a generic one
+    (``RunVar[int]('v')``), a function (``_make()``: the graph reads its ``-> T``); an
+    annotation says more than the call it is given (``s: Session = make()``)."""
     refs = _refs(
         "m.py",
         "def f(ctx: Context, p: 'Quoted' = None, *, n: int = 1):\n"
@@ -91,6 +92,8 @@ def test_python_variables_bound_to_a_class(count_tokens) -> None:  # type: ignor
         ("s", "Session"),
         ("b", "_ClassBuilder"),
         ("v", "RunVar"),
+        ("m", "_make"),
+        ("p", "Quoted"),
     }
 
 

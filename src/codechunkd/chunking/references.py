@@ -37,6 +37,7 @@ from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
 from codechunkd.chunking.refs_csharp import CSHARP
+from codechunkd.chunking.refs_python import PYTHON, PYTHON_BINDS, binds
 from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
@@ -44,40 +45,13 @@ __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 #: When two patterns capture the same name node, the earlier kind here wins.
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
+#: The query kinds that make ``binds`` rows (read in :func:`extract`).
+_BINDS: Final = frozenset({"binds", "binds_call", "binds_new", "binds_c", "binds_result"})
 #: Names longer than this are not names (minified code, generated tables): skipped.
 _MAX_NAME: Final = 200
 
 
 _Q = "(_) @qual"
-_PYTHON: Final = [
-    ("call", "(call function: (identifier) @name)"),
-    ("call", f"(call function: (attribute object: {_Q} attribute: (identifier) @name))"),
-    ("call", "(decorator (identifier) @name)"),
-    ("call", f"(decorator (attribute object: {_Q} attribute: (identifier) @name))"),
-    ("inherit", "(class_definition superclasses: (argument_list (identifier) @name))"),
-    (
-        "inherit",
-        f"(class_definition superclasses: (argument_list (attribute object: {_Q} "
-        "attribute: (identifier) @name)))",
-    ),
-    ("type", "(type (identifier) @name)"),
-    ("type", "(generic_type (identifier) @name)"),
-    ("type", f"(type (attribute object: {_Q} attribute: (identifier) @name))"),
-    ("value", "(argument_list (identifier) @name)"),
-    ("value", "(keyword_argument value: (identifier) @name)"),
-    ("value", "(assignment right: (identifier) @name)"),
-    ("value", "(return_statement (identifier) @name)"),
-    ("value", f"(attribute object: {_Q} attribute: (identifier) @name)"),
-    ("import", "(import_statement) @import"),
-    ("import", "(import_from_statement) @import"),
-    ("binds", "(typed_parameter (identifier) @var type: (type (identifier) @name))"),
-    ("binds", "(typed_default_parameter name: (identifier) @var type: (type (identifier) @name))"),
-    ("binds", "(assignment left: (identifier) @var type: (type (identifier) @name))"),
-    *(  # ``e = Engine(ctx)``, ``v = RunVar[int]("v")``
-        ("binds_call", f"(assignment left: (identifier) @var right: (call function: {c}))")
-        for c in ("(identifier) @name", "(subscript value: (identifier) @name)")
-    ),
-]
 _JS_COMMON: Final = [
     ("call", "(call_expression function: (identifier) @name)"),
     (
@@ -256,7 +230,7 @@ _JAVA: Final = [
 
 
 QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
-    "python": _PYTHON,
+    "python": PYTHON,
     "javascript": _JAVASCRIPT,
     "typescript": _TYPESCRIPT,
     "tsx": _TYPESCRIPT,
@@ -361,7 +335,10 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             for node in caps.get("import", ()):
                 imports += [r for r in IMPORTS[language](node) if len(r.module) <= MAX_MODULE]
             continue
-        if kind in {"binds", "binds_call", "binds_new", "binds_c"}:  # ``ctx: Context``
+        if kind in PYTHON_BINDS:  # ``self.t: types.ParamType[t.Any]``, ``def f() -> T``
+            imports += binds(kind, caps, source)
+            continue
+        if kind in _BINDS:  # ``ctx: Context``
             var, typ = caps.get("var"), caps.get("name")
             if kind == "binds_c":  # C++: the class its declared type names
                 cls_node = class_named(caps["cls"][0], source) if caps.get("cls") else None

@@ -49,6 +49,7 @@ from codechunkd.storage.refnames import (
     used_name,
 )
 from codechunkd.storage.refphp import PhpMemo, PhpNames
+from codechunkd.storage.reftyped import Typed
 
 __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph", "Use"]
 
@@ -72,6 +73,9 @@ COLUMNS: Final = (
 )
 
 
+_USES: Final = frozenset({"call", "inherit", "type", "value", "import"})
+"""The rows a question about uses reads unless it names kinds: not ``binds`` (the call or
+type that gave the variable its class says it)."""
 SKELETON: Final = (DEFINITION, "import", "inherit")
 """The rows that resolve a use: every one of them is read for any question."""
 _ATTRS: Final = "_src _path _lang _chunk _csym _kind _name _qual _mod _line".split()  # noqa: SIM905
@@ -86,7 +90,7 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-class RefGraph(CFamily, PhpNames, CSharpNames):
+class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
     """The resolved reference graph of every source of one index (a table version)."""
 
     def __init__(
@@ -160,8 +164,8 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
             else:
                 self.uses_by_name[name].append(i)
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
-                if kind == "binds":
-                    self._binds[(*key, self._csym[i], self._qual[i])].append(i)
+                for scope in self._bound_in(i) if kind == "binds" else ():
+                    self._binds[(*key, scope, self._qual[i])].append(i)
                 if kind == "inherit":
                     self._bases[(self._src[i], self._heir(i))][name] = None
                 if kind == "import":
@@ -169,6 +173,14 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
         self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
+
+    def _bound_in(self, i: int) -> tuple[str, ...]:
+        """The scopes where the ``binds`` row ``i`` holds: its definition's, and for
+        ``self.x`` bound in a method, the method's class (every method's ``self.x``)."""
+        csym = self._csym[i]
+        if self._qual[i].startswith("self.") and "." in csym:
+            return csym, csym.rpartition(".")[0]
+        return (csym,)
 
     def _heir(self, i: int) -> str:
         """The class of base row ``i``: its chunk's, or the Perl package it names."""
@@ -201,7 +213,8 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
             by_name[g._name[i]].append(i)
             by_owner[(*key, g._csym[i])].append(i)
             if kind == "binds":
-                binds[(*key, g._csym[i], g._qual[i])].append(i)
+                for scope in g._bound_in(i):
+                    binds[(*key, scope, g._qual[i])].append(i)
         g.uses_by_name = _joined(self.uses_by_name, by_name)
         g.uses_by_owner = _joined(self.uses_by_owner, by_owner)
         g._binds = _joined(self._binds, binds)
@@ -287,7 +300,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
     def _resolve(self, i: int) -> tuple[list[int], str]:
         name, src, path = self._name[i], self._src[i], self._path[i]
         imports = self._imports.get((src, path), {})
-        if not self.defs_by_name.get(name) and self._kind[i] != "import" and name not in imports:
+        if self._unmeant(i, imports):
             return [], ""
         if family(self._lang[i]) == "c":  # C, C++: includes and scopes (storage/refc.py)
             return self._resolve_c(i)
@@ -362,6 +375,16 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         anywhere = self._by_src_name.get((src, family(self._lang[i]), name))
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
+    def _unmeant(self, i: int, imports: dict[str, list[int]]) -> bool:
+        """Whether the use row ``i`` can mean no definition: none has its name and no
+        import binds it, or it is a variable of the definition it is in (``x = f()``,
+        ``x: T``: a bare ``x`` there is not the module's ``x``)."""
+        name, kind = self._name[i], self._kind[i]
+        if not self.defs_by_name.get(name) and kind != "import" and name not in imports:
+            return True
+        here = (self._src[i], self._path[i], self._csym[i], name)
+        return kind not in {"import", "binds"} and not self._qual[i] and here in self._binds
+
     def _through(self, j: int, src: str, path: str, rest: str, name: str) -> list[int]:
         """``name`` on what the import row ``j`` binds (``rest``: the qualifier's path after
         the bound name, ``ast.nodes`` -> ``nodes``): in the module it names, else a member
@@ -400,32 +423,6 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
             folder = posixpath.dirname(self._path[c])
             return [j for j in found if posixpath.dirname(self._path[j]) == folder]
         return found
-
-    def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
-        """``ctx.invoke`` where ``ctx: Context`` (or ``ctx = Context()``) in the same
-        definition: ``Context``'s ``invoke`` (or a base class's)."""
-        if var.startswith("this."):  # ``this.count.get()``: the field ``count``
-            var = var[5:]
-        scope: str | None = self._csym[i]
-        binds = None  # the variable's, else a field of an enclosing class, else the module's
-        while not binds and scope is not None:
-            binds = self._binds.get((src, path, scope, var))
-            scope = scope.rpartition(".")[0] if scope else None
-        if not binds:
-            return [], ""
-        found: list[int] = []
-        how = EXACT
-        for b in binds:
-            classes, via = self.resolve(b)
-            if via == BY_NAME:
-                continue
-            for c in classes:
-                found += self._member_of(c, name)
-                if not found:
-                    found += self._inherited(c, self._sym[c], name, 0)
-                if via == IMPORTED or any(self._path[j] != path for j in found):
-                    how = IMPORTED
-        return (found, how) if found else ([], "")
 
     def _inherited(self, i: int, owner: str, name: str, depth: int) -> list[int]:
         """Definitions of ``name`` in the base classes of ``owner`` (by their names, in row
@@ -517,10 +514,8 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         names |= {a for n in names for a in self._aliases.get(n, ())}  # import x as y
         for name in names:
             for i in self.uses_by_name.get(name, ()):
-                if kinds is not None and self._kind[i] not in kinds:
+                if self._kind[i] not in (kinds or _USES):
                     continue
-                if self._kind[i] == "binds" and kinds is None:
-                    continue  # the type or call that gave the variable its class says it
                 rows, how = self.resolve(i)
                 if how == BY_NAME:  # a guess: only when every meaning left is a target
                     meant = self._by_form(i, rows)
@@ -590,7 +585,7 @@ class RefGraph(CFamily, PhpNames, CSharpNames):
         out = []
         for d in defs:
             for i in self.uses_by_owner.get((d.source, d.path, d.symbol), ()):
-                if kinds is not None and self._kind[i] not in kinds:
+                if self._kind[i] not in (kinds or _USES):
                     continue
                 rows, how = self.resolve(i)
                 if not rows:

@@ -19,6 +19,7 @@ from codechunkd.storage.references import DEFINITION
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use
 from codechunkd.storage.refnames import short_name, used_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
+from codechunkd.storage.reftyped import callee
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
 
@@ -127,7 +128,28 @@ class ReferenceQueries:
             if names:
                 binds += f" AND NOT {in_list('name', names)}"
             uses = pa.concat_tables([uses, snap.scan(COLUMNS, binds)])
+            uses = pa.concat_tables([uses, *self._typing(snap, uses, files, " OR ".join(asked))])
         return skeleton.with_uses(pylists(uses))
+
+    @staticmethod
+    def _typing(snap: RefSnapshot, uses: pa.Table, files: set[str], read: str) -> list[pa.Table]:
+        """The rows ``storage/reftyped.py`` reads to type the qualifiers of ``uses`` that
+        are calls (``Engine(cfg).run``: the call of ``Engine`` in ``files``) and the
+        variables bound to a call's result (``x = make()``: ``make``'s ``-> T``, wherever
+        ``make`` is); none already read (``read``, and every ``binds`` row of ``files``)."""
+        quals = uses.column("qualifier").to_pylist()
+        called = {c.rpartition(".")[2] for q in quals if (c := callee(q))}
+        kinds, named = uses.column("kind").to_pylist(), uses.column("name").to_pylist()
+        results = {f"{n}()" for n in called} | {
+            f"{n}()" for k, n in zip(kinds, named, strict=True) if k == "binds"
+        }
+        if not results:
+            return []
+        paths = in_list("path", files)
+        where = [f"kind = 'binds' AND {in_list('qualifier', results)} AND NOT {paths}"]
+        if called:
+            where.append(f"kind = 'call' AND {in_list('name', called)} AND {paths}")
+        return [snap.scan(COLUMNS, f"{w} AND NOT ({read})") for w in where]
 
     def _sources(self, repo: str | None) -> set[str] | None:
         if repo is None:

@@ -84,6 +84,8 @@ def _edges(
         if g._kind[i] == DEFINITION:
             own[here].append(i)
             continue
+        if g._kind[i] == "binds":  # the call or type that gave it says it
+            continue
         rows, how = g.resolve(i)  # held by ``spread``: ``id(rows)`` stays its own
         if not rows:
             continue

@@ -1,0 +1,129 @@
+"""How the reference graph finds the class of what a member is used on (``RefGraph`` of
+storage/refgraph.py is a :class:`Typed`).
+
+``ctx.invoke()`` means ``Context.invoke`` when the use's definition (or an enclosing one, or
+the module) binds ``ctx`` to ``Context``: a ``binds`` row (``ctx: Context``,
+``ctx = Context()``, Go's receivers, TypeScript's ``new``).  And in Python, besides:
+
+- ``self.conn.send()``: ``self.conn`` bound in any method of the class (``__init__``'s
+  ``self.conn = Connection()`` or ``self.conn: Connection``);
+- ``s = open_session()``, ``with open_session() as s``, ``open_session().send()``: what the
+  function's ``-> Session`` says it gives (a ``binds`` row ``open_session()`` in the
+  function's own chunk); a callee with no annotation is taken for a class;
+- ``Engine(cfg).run()``: the class called; ``Engine.run`` (a class of the same file, not a
+  variable): its member.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from codechunkd.storage.refnames import BY_NAME, EXACT, IMPORTED
+
+__all__ = ["Typed", "callee"]
+
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+
+
+def callee(qual: str) -> str | None:
+    """The function a qualifier calls when it is one call, ``Engine(cfg)`` -> ``Engine``,
+    ``mod.make()`` -> ``mod.make``; None for anything else (``a(x).b(y)``, ``x[0]``)."""
+    head = 0
+    while head < len(qual) and qual[head] in _NAME_CHARS:
+        head += 1
+    if head == 0 or head >= len(qual) or qual[head] != "(" or not qual.endswith(")"):
+        return None
+    depth = 0
+    for k in range(head, len(qual)):
+        depth += {"(": 1, ")": -1}.get(qual[k], 0)
+        if depth == 0:
+            return qual[:head] if k == len(qual) - 1 else None
+    return None
+
+
+class Typed:
+    """The part of the reference graph that types a qualifier: what it reads of the graph."""
+
+    _src: list[str]
+    _path: list[str]
+    _name: list[str]
+    _sym: list[str]
+    _csym: list[str]
+    _kind: list[str]
+    _qual: list[str]
+    _line: list[int]
+    _binds: dict[tuple[str, str, str, str], list[int]]
+    _file_defs: dict[tuple[str, str], dict[str, list[int]]]
+    uses_by_owner: dict[tuple[str, str, str], list[int]]
+
+    def resolve(self, i: int) -> tuple[list[int], str]:
+        raise NotImplementedError
+
+    def _member_of(self, c: int, name: str) -> list[int]:
+        raise NotImplementedError
+
+    def _inherited(self, i: int, owner: str, name: str, depth: int) -> list[int]:
+        raise NotImplementedError
+
+    def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
+        """``name`` on ``var``, a qualifier that is not a module the file imports: a member
+        of the class ``var`` is bound to, is called, or names (see the module's doc)."""
+        if var.startswith("this."):  # ``this.count.get()``: the field ``count``
+            var = var[5:]
+        scope: str | None = self._csym[i]
+        binds = None  # the variable's, else a field of an enclosing class, else the module's
+        while not binds and scope is not None:
+            binds = self._binds.get((src, path, scope, var))
+            scope = scope.rpartition(".")[0] if scope else None
+        typed = self._on(binds, path, name) if binds else ([], "")
+        called = callee(var)
+        if not typed[0] and called is not None:  # ``Engine(cfg).run()``, ``make().run()``
+            typed = self._on(self._call_rows(i, src, path, called), path, name)
+        if typed[0] or called is not None:
+            return typed
+        local = [c for c in self._file_defs.get((src, path), {}).get(var, ()) if c != i]
+        found = [j for c in local for j in self._member_of(c, name)]  # ``Engine.run``
+        return (found, EXACT) if found else ([], "")
+
+    def _on(self, rows: list[int], path: str, name: str) -> tuple[list[int], str]:
+        """``name`` in the classes the rows ``rows`` (binds or calls) resolve to, or in
+        what the functions they resolve to return: the member's definitions, and how."""
+        found: list[int] = []
+        how = EXACT
+        for b in rows:
+            made, via = self.resolve(b)
+            if via == BY_NAME:
+                continue
+            for c in [k for j in made for k in self._made(j)]:
+                found += self._member_of(c, name)
+                if not found:
+                    found += self._inherited(c, self._sym[c], name, 0)
+                if via == IMPORTED or any(self._path[j] != path for j in found):
+                    how = IMPORTED
+        return (found, how) if found else ([], "")
+
+    def _made(self, c: int) -> list[int]:
+        """What calling the definition row ``c`` gives: the classes its ``-> T`` names, or
+        ``c`` itself (a class, or a function with no such annotation)."""
+        key = (self._src[c], self._path[c], self._csym[c], f"{self._name[c]}()")
+        if key not in self._binds:
+            return [c]
+        made: list[int] = []
+        for b in self._binds[key]:
+            classes, via = self.resolve(b)
+            made += classes if via != BY_NAME else []
+        return made
+
+    def _call_rows(self, i: int, src: str, path: str, called: str) -> list[int]:
+        """The call row of ``called`` (``mod.make``) that row ``i``'s qualifier holds: the
+        nearest before it in its definition."""
+        qual, _, name = called.rpartition(".")
+        rows = [
+            j
+            for j in self.uses_by_owner.get((src, path, self._csym[i]), ())
+            if self._kind[j] == "call"
+            and self._name[j] == name
+            and self._qual[j] == qual
+            and self._line[j] <= self._line[i]
+        ]
+        return [max(rows, key=lambda j: (self._line[j], j))] if rows else []

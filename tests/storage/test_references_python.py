@@ -1,0 +1,159 @@
+"""Python: what a member is used on, typed as the code says it, on a real index.
+
+Real git repositories, a real LanceDB index and the real model (through ``Indexer``). Each
+question is asked twice: of the graph a question reads (the skeleton and the rows about
+the name, ``callers``/``references``) and of the whole graph a daemon keeps, which must
+agree.
+"""
+
+from __future__ import annotations
+
+from tests.conftest import Indexer, Repo
+from tests.storage.test_references import index_of
+
+from codechunkd.config import Settings
+from codechunkd.storage.reader import Index
+
+MODELS = '''"""Sessions and their connections."""
+
+from typing import Optional
+
+import kinds
+
+
+class Connection:
+    def send(self, data):
+        return data
+
+
+class Session:
+    def __init__(self, conn: Connection | None = None, kind: kinds.Kind[int] = None):
+        self.conn = conn
+        self.kind: kinds.Kind[int] = kind
+        self.cache = Cache()
+
+    def request(self, data):
+        self.kind.check(data)
+        self.cache.keep(data)
+        return self.conn.send(data)
+
+
+class Cache:
+    def keep(self, data):
+        return data
+
+
+def open_session() -> "Session":
+    return Session()
+
+
+def current() -> Optional[Session]:
+    return None
+'''
+KINDS = "class Kind:\n    def check(self, data):\n        return data\n"
+APP = """from models import Connection, open_session, current
+
+
+def fetch(data):
+    with open_session() as s:
+        return s.request(data)
+
+
+def again(data):
+    s = current()
+    s.request(data)
+    return current().request(data)
+
+
+def direct(data):
+    return Connection().send(data)
+
+
+def plain(data):
+    send = Connection.send
+    return send(Connection(), data)
+"""
+CALLBACKS = """def helper(x):
+    return x
+
+
+TABLE = {"h": helper}
+PAIR = (helper, None)
+
+
+def run(key=helper):
+    return [helper, key]
+
+
+def shadowed():
+    helper = make()
+    return helper()
+
+
+def make():
+    return len
+"""
+
+
+def _index(repo: Repo, indexer: Indexer, settings: Settings) -> Index:
+    return index_of(
+        repo,
+        indexer,
+        settings,
+        {"models.py": MODELS, "kinds.py": KINDS, "app.py": APP, "callbacks.py": CALLBACKS},
+    )
+
+
+def _uses(index: Index, symbol: str) -> set[tuple[str, int, str]]:
+    return {(u.path, u.line, u.how) for u in index.refs.references(symbol)}
+
+
+def _whole(index: Index, symbol: str) -> set[tuple[str, int, str]]:
+    graph = index.refs.graph()
+    return {(u.path, u.line, u.how) for u in graph.uses_of(graph.definitions(symbol))}
+
+
+def test_a_member_is_its_classs_through_calls_annotations_and_self(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``open_session() -> "Session"`` types ``with open_session() as s`` and
+    ``current() -> Optional[Session]`` types ``s = current()`` and ``current().request``,
+    in another file; ``Connection().send`` is ``Connection``'s, and so is
+    ``Connection.send`` named through the class; ``self.conn = conn`` (a parameter of
+    ``Connection | None``), ``self.kind: kinds.Kind[int]`` (through a module) and
+    ``self.cache = Cache()`` in ``__init__`` type those attributes in every method. Each
+    was a guess by name among every ``request``, ``send``, ``check`` and ``keep``."""
+    index = _index(repo, indexer, settings)
+    request = {("app.py", 6, "imported"), ("app.py", 11, "imported"), ("app.py", 12, "imported")}
+    send = {
+        ("app.py", 16, "imported"),
+        ("app.py", 20, "imported"),
+        ("models.py", 22, "exact"),
+    }
+    for ask in (_uses, _whole):
+        assert ask(index, "Session.request") == request, ask
+        assert ask(index, "Connection.send") == send, ask
+        assert ask(index, "Kind.check") == {("models.py", 20, "imported")}, ask
+        assert ask(index, "Cache.keep") == {("models.py", 21, "exact")}, ask
+    assert {(c.symbol, c.how) for c in index.callers("Session.request")} == {
+        ("fetch", "imported"),
+        ("again", "imported"),
+    }
+
+
+def test_a_function_passed_as_a_value_is_used_and_a_variable_hides_it(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A function named in a dictionary, a tuple, a list or as a parameter's default is a
+    use of it (a callback ``refs`` shows); a variable of the same name in a function
+    (``helper = make()``) is that variable, not the function, there."""
+    index = _index(repo, indexer, settings)
+    expected = {
+        ("callbacks.py", 5, "exact"),
+        ("callbacks.py", 6, "exact"),
+        ("callbacks.py", 9, "exact"),
+        ("callbacks.py", 10, "exact"),
+    }
+    assert _uses(index, "helper") == expected
+    assert _whole(index, "helper") == expected
+    assert {c.symbol for c in index.callers("helper")} == set()
