@@ -157,3 +157,27 @@ def test_a_function_passed_as_a_value_is_used_and_a_variable_hides_it(
     assert _uses(index, "helper") == expected
     assert _whole(index, "helper") == expected
     assert {c.symbol for c in index.callers("helper")} == set()
+
+
+def test_a_function_nested_beside_the_caller_is_the_one_it_calls(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``do_it`` called in ``define.wrap``, a function nested in ``define`` beside it (each
+    long enough to be chunks of their own), is ``define.do_it``, not the module's
+    ``do_it``: Python looks a bare name up in the enclosing functions first. A method's
+    bare name is never its class's member."""
+    body = "".join(f"        v{k} = z + {k}\n" for k in range(400))
+    source = (
+        "def define(x):\n    def do_it(y):\n        return y\n\n    def wrap(z):\n"
+        f"{body}        return do_it(z)\n\n    return wrap\n\n\ndef do_it(y):\n    return y\n\n\n"
+        "class Box:\n    def do_it(self):\n        return 1\n\n    def run(self):\n"
+        "        return do_it(2)\n"
+    )
+    index = index_of(repo, indexer, settings, {"nested.py": source})
+    assert {(c.symbol, c.how) for c in index.callers("define.do_it")} == {("define.wrap", "exact")}
+    graph = index.refs.graph()
+    meant = {}
+    for i in graph.uses_by_name["do_it"]:
+        rows, how = graph.resolve(i)
+        meant[graph._csym[i]] = ([graph.definition(j).symbol for j in rows], how)
+    assert meant == {"define.wrap": (["define.do_it"], "exact"), "Box.run": (["do_it"], "exact")}

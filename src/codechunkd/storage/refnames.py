@@ -96,8 +96,14 @@ def in_same_module(language: str, owner: str, symbol: str, qualifier: str) -> bo
     module is lower-case, a type or trait is not (Rust's naming rules), and a type's
     members are not bare names.  Perl: a sub of its package (``fileparse`` called from
     ``File::Basename::basename``): a package's subs call each other by bare name.  PHP: a
-    class of a namespace it is written in (a bare call is never a method)."""
+    class of a namespace it is written in (a bare call is never a method).  Python: a
+    function nested in a function the code is in (``define.do_it`` called from
+    ``define.wrap``), a function being lower-case (PEP 8) where a class, whose members are
+    not bare names, is not."""
     scope = symbol.split(".")[:-1]
+    if language == "python":
+        inside = owner.split(".")[: len(scope)] == scope
+        return bool(scope) and scope[-1].lstrip("_")[:1].islower() and inside
     if language == "perl":
         return scope == owner.split(".")[:-1]
     if language == "php":
