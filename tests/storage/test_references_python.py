@@ -73,6 +73,14 @@ def plain(data):
     send = Connection.send
     return send(Connection(), data)
 """
+CLIENT = """import models
+
+
+def through(data, conn):
+    with models.Session() as s:
+        s = conn.session()
+        return s.request(data)
+"""
 CALLBACKS = """def helper(x):
     return x
 
@@ -100,7 +108,13 @@ def _index(repo: Repo, indexer: Indexer, settings: Settings) -> Index:
         repo,
         indexer,
         settings,
-        {"models.py": MODELS, "kinds.py": KINDS, "app.py": APP, "callbacks.py": CALLBACKS},
+        {
+            "models.py": MODELS,
+            "kinds.py": KINDS,
+            "app.py": APP,
+            "client.py": CLIENT,
+            "callbacks.py": CALLBACKS,
+        },
     )
 
 
@@ -121,10 +135,17 @@ def test_a_member_is_its_classs_through_calls_annotations_and_self(
     in another file; ``Connection().send`` is ``Connection``'s, and so is
     ``Connection.send`` named through the class; ``self.conn = conn`` (a parameter of
     ``Connection | None``), ``self.kind: kinds.Kind[int]`` (through a module) and
-    ``self.cache = Cache()`` in ``__init__`` type those attributes in every method. Each
-    was a guess by name among every ``request``, ``send``, ``check`` and ``keep``."""
+    ``self.cache = Cache()`` in ``__init__`` type those attributes in every method;
+    ``with models.Session() as s`` is a ``Session`` through the module (``s =
+    conn.session()``, a method's result, says nothing). Each was a guess by name among
+    every ``request``, ``send``, ``check`` and ``keep``."""
     index = _index(repo, indexer, settings)
-    request = {("app.py", 6, "imported"), ("app.py", 11, "imported"), ("app.py", 12, "imported")}
+    request = {
+        ("app.py", 6, "imported"),
+        ("app.py", 11, "imported"),
+        ("app.py", 12, "imported"),
+        ("client.py", 7, "imported"),
+    }
     send = {
         ("app.py", 16, "imported"),
         ("app.py", 20, "imported"),
@@ -138,6 +159,7 @@ def test_a_member_is_its_classs_through_calls_annotations_and_self(
     assert {(c.symbol, c.how) for c in index.callers("Session.request")} == {
         ("fetch", "imported"),
         ("again", "imported"),
+        ("through", "imported"),
     }
 
 

@@ -46,7 +46,7 @@ KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 #: When two patterns capture the same name node, the earlier kind here wins.
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: The query kinds that make ``binds`` rows (read in :func:`extract`).
-_BINDS: Final = frozenset({"binds", "binds_call", "binds_new", "binds_c", "binds_result"})
+_BINDS: Final = frozenset({"binds", "binds_call", "binds_new", "binds_c"})
 #: Names longer than this are not names (minified code, generated tables): skipped.
 _MAX_NAME: Final = 200
 

@@ -26,6 +26,8 @@ __all__ = ["PYTHON", "PYTHON_BINDS", "binds"]
 
 _Q = "(_) @qual"
 _SELF_ATTR: Final = "(attribute object: (identifier) @obj) @var"
+_THROUGH: Final = "(attribute object: (identifier) @pkg attribute: (identifier) @name)"
+"""A callee named through a module (``requests.Session``; :func:`binds` drops ``self.f``)."""
 _VALUED: Final = ("pair", "default_parameter", "typed_default_parameter")
 """Nodes whose ``value`` is a name used as a value (a dictionary's value, a default)."""
 
@@ -68,18 +70,20 @@ PYTHON: Final = [
         "(assignment left: (identifier) @var right: (call function: "
         "(subscript value: (identifier) @name)))",
     ),
-    # ``e = Engine(cfg)``, ``x = make()``, ``with open_session() as s``, ``self.e = Engine()``
+    # ``e = Engine(cfg)``, ``x = make()``, ``with open_session() as s``, ``self.e = Engine()``,
+    # and through a module, ``s = requests.Session()``, ``with sessions.Session() as s``
     *(
-        ("binds_result", f"{head}(call function: (identifier) @name){tail}")
+        ("binds_result", f"{head}(call function: {callee}){tail}")
         for head, tail in (
-            ("(assignment left: (identifier) @var !type right: ", ")"),
-            ("(with_item value: (as_pattern ", " alias: (as_pattern_target (identifier) @var)))"),
+            ("((assignment left: (identifier) @var !type right: ", "))"),
+            ("((with_item value: (as_pattern ", " alias: (as_pattern_target (identifier) @var))))"),
             (f"((assignment left: {_SELF_ATTR} !type right: ", ') (#eq? @obj "self"))'),
         )
+        for callee in ("(identifier) @name", _THROUGH)
     ),
     ("binds_return", "(function_definition name: (identifier) @var return_type: (type) @type)"),
 ]
-PYTHON_BINDS: Final = frozenset({"binds_py", "binds_alias", "binds_return"})
+PYTHON_BINDS: Final = frozenset({"binds_py", "binds_alias", "binds_return", "binds_result"})
 """The kinds :func:`binds` reads."""
 
 _OPTIONAL: Final = frozenset(
@@ -157,6 +161,14 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
     var = caps.get("var")
     if not var:
         return []
+    if kind == "binds_result":  # the callee: a class, or a function and its ``-> T``
+        called, pkg = caps["name"][0], caps.get("pkg")
+        module = _text(pkg[0], source) if pkg else ""
+        if module in {"self", "cls"} or len(module) > _MAX:  # a method's result
+            return []
+        cls, variable = _text(called, source)[:_MAX], _text(var[0], source)[:_MAX]
+        line, byte = called.start_point[0] + 1, called.start_byte + 1
+        return [Ref(cls, variable, "binds", line, byte, module)]
     if kind == "binds_alias":
         alias = caps.get("alias")
         typ = _parameter(var[0], _text(alias[0], source)) if alias else None
@@ -165,7 +177,7 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
     named = annotated(typ, source)
     if typ is None or named is None or len(named[0]) > _MAX or not named[0].isidentifier():
         return []
-    name = _text(var[0], source) + ("()" if kind == "binds_return" else "")
+    bound = _text(var[0], source) + ("()" if kind == "binds_return" else "")
     at = var[0] if kind == "binds_alias" else typ  # the chunk that holds the row
     line, byte = at.start_point[0] + 1, at.start_byte + 1
-    return [Ref(named[0], name[:_MAX], "binds", line, byte, named[1][:_MAX])]
+    return [Ref(named[0], bound[:_MAX], "binds", line, byte, named[1][:_MAX])]
