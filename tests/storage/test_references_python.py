@@ -203,3 +203,33 @@ def test_a_function_nested_beside_the_caller_is_the_one_it_calls(
         rows, how = graph.resolve(i)
         meant[graph._csym[i]] = ([graph.definition(j).symbol for j in rows], how)
     assert meant == {"define.wrap": (["define.do_it"], "exact"), "Box.run": (["do_it"], "exact")}
+
+
+def test_a_generic_base_is_a_base_and_a_method_never_calls_itself_bare(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``class Spooled(AsyncFile[str])`` inherits ``AsyncFile``'s methods (``super().write``
+    is ``AsyncFile.write``); ``group()`` called bare inside the method ``Group.group`` is
+    the function it imports, not the method (a method is no bare name; it was taken for
+    a recursion)."""
+    index = index_of(
+        repo,
+        indexer,
+        settings,
+        {
+            "files.py": "from typing import Generic, TypeVar\n\nT = TypeVar('T')\n\n\n"
+            "class AsyncFile(Generic[T]):\n    def write(self, b):\n        return b\n\n\n"
+            "class Spooled(AsyncFile[str]):\n    def write(self, b):\n"
+            "        return super().write(b)\n",
+            "helpers.py": "def group():\n    return 1\n",
+            "groups.py": "class Group:\n    def group(self):\n        from helpers import group\n\n"
+            "        return group()\n",
+        },
+    )
+    assert {(c.symbol, c.how) for c in index.callers("AsyncFile.write")} == {
+        ("Spooled.write", "exact")
+    }
+    graph = index.refs.graph()
+    [call] = [i for i in graph.uses_by_name["group"] if graph._kind[i] == "call"]
+    rows, how = graph.resolve(call)
+    assert ([graph.definition(j).path for j in rows], how) == (["helpers.py"], "imported")

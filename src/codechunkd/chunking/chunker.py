@@ -128,8 +128,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - ruby 1: Ruby's references (calls, bases and mixins, ``require``, ``X.new``'s class).
 - python 1: ``x = _Private()`` gives ``x`` its class, as ``x = Public()`` does; python 2:
   so does ``x = Generic[T]()``; python 3: annotations in any form, calls' results
-  (``x = make()``, ``with … as x``), ``def make() -> T``, ``self.x`` of a method, and
-  names in dictionaries, lists, tuples and defaults (``chunking/refs_python.py``).
+  (``x = make()``, ``with … as x``), ``def make() -> T``, ``self.x`` of a method, generic
+  bases (``A(Base[T])``), names in dictionaries, lists, tuples and defaults
+  (``chunking/refs_python.py``).
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a

@@ -36,11 +36,13 @@ PYTHON: Final = [
     ("call", f"(call function: (attribute object: {_Q} attribute: (identifier) @name))"),
     ("call", "(decorator (identifier) @name)"),
     ("call", f"(decorator (attribute object: {_Q} attribute: (identifier) @name))"),
-    ("inherit", "(class_definition superclasses: (argument_list (identifier) @name))"),
-    (
-        "inherit",
-        f"(class_definition superclasses: (argument_list (attribute object: {_Q} "
-        "attribute: (identifier) @name)))",
+    *(  # ``class A(Base)``, ``(mod.Base)``, ``(Base[T])``, ``(mod.Base[T])``
+        ("inherit", f"(class_definition superclasses: (argument_list {base}))")
+        for named in (
+            "(identifier) @name",
+            f"(attribute object: {_Q} attribute: (identifier) @name)",
+        )
+        for base in (named, f"(subscript value: {named})")
     ),
     ("type", "(type (identifier) @name)"),
     ("type", "(generic_type (identifier) @name)"),

@@ -44,6 +44,7 @@ from codechunkd.storage.refnames import (
     canonical,
     family,
     in_same_module,
+    of_class,
     php_class,
     short_name,
     used_name,
@@ -65,6 +66,8 @@ _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java", "ruby"})
 _MEMBER: Final = re.compile(r"\.|::")
+
+
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
 #: package's ``__init__.py`` (``from .x import *``).
 _REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx", "__init__.py")
@@ -173,14 +176,6 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
         self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
-
-    def _bound_in(self, i: int) -> tuple[str, ...]:
-        """The scopes where the ``binds`` row ``i`` holds: its definition's, and for
-        ``self.x`` bound in a method, the method's class (every method's ``self.x``)."""
-        csym = self._csym[i]
-        if self._qual[i].startswith("self.") and "." in csym:
-            return csym, csym.rpartition(".")[0]
-        return (csym,)
 
     def _heir(self, i: int) -> str:
         """The class of base row ``i``: its chunk's, or the Perl package it names."""
@@ -322,7 +317,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
                 for j in local
                 if "." not in self._sym[j]
                 or self._sym[j].split(".")[:-1] == here.split(".")
-                or self._sym[j] == here  # a nested function calling itself
+                or (self._sym[j] == here and not of_class(here))  # a nested function's recursion
                 or in_same_module(self._lang[i], self._owner[i], self._sym[j], self._qual[j])
             ]
         if qual in _SUPER:  # the base class's, never the overriding one here

@@ -26,6 +26,7 @@ __all__ = [
     "canonical",
     "family",
     "in_same_module",
+    "of_class",
     "php_class",
     "short_name",
     "used_name",
@@ -111,6 +112,12 @@ def in_same_module(language: str, owner: str, symbol: str, qualifier: str) -> bo
     if language != "rust" or "impl " in qualifier or not scope:
         return False
     return scope[-1][:1].islower() and owner.split(".")[: len(scope)] == scope
+
+
+def of_class(symbol: str) -> bool:
+    """Whether ``symbol`` is a member of a class, by the capital of what holds it
+    (``Group.group``; ``define.do_it`` is a function nested in a function)."""
+    return symbol.rpartition(".")[0].rpartition(".")[2].lstrip("_")[:1].isupper()
 
 
 def canonical(symbol: str, name: str = "") -> str:

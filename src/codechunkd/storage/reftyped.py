@@ -65,6 +65,14 @@ class Typed:
     def _inherited(self, i: int, owner: str, name: str, depth: int) -> list[int]:
         raise NotImplementedError
 
+    def _bound_in(self, i: int) -> tuple[str, ...]:
+        """The scopes where the ``binds`` row ``i`` holds: its definition's, and for
+        ``self.x`` bound in a method, the method's class (every method's ``self.x``)."""
+        csym = self._csym[i]
+        if self._qual[i].startswith("self.") and "." in csym:
+            return csym, csym.rpartition(".")[0]
+        return (csym,)
+
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
         of the class ``var`` is bound to, is called, or names (see the module's doc)."""
