@@ -81,6 +81,19 @@ def through(data, conn):
         s = conn.session()
         return s.request(data)
 """
+POOL = """class Conn:
+    def close(self):
+        return 1
+
+
+class Pool:
+    def get(self) -> Conn:
+        return Conn()
+
+    def drain(self):
+        c = self.get()
+        return c.close()
+"""
 CALLBACKS = """def helper(x):
     return x
 
@@ -113,6 +126,7 @@ def _index(repo: Repo, indexer: Indexer, settings: Settings) -> Index:
             "kinds.py": KINDS,
             "app.py": APP,
             "client.py": CLIENT,
+            "pool.py": POOL,
             "callbacks.py": CALLBACKS,
         },
     )
@@ -137,8 +151,9 @@ def test_a_member_is_its_classs_through_calls_annotations_and_self(
     ``Connection | None``), ``self.kind: kinds.Kind[int]`` (through a module) and
     ``self.cache = Cache()`` in ``__init__`` type those attributes in every method;
     ``with models.Session() as s`` is a ``Session`` through the module (``s =
-    conn.session()``, a method's result, says nothing). Each was a guess by name among
-    every ``request``, ``send``, ``check`` and ``keep``."""
+    conn.session()``, a variable's method's result, says nothing); ``c = self.get()`` is
+    what ``Pool.get`` says it gives. Each was a guess by name among every ``request``,
+    ``send``, ``check`` and ``keep``, or (``close``) a guess."""
     index = _index(repo, indexer, settings)
     request = {
         ("app.py", 6, "imported"),
@@ -156,6 +171,7 @@ def test_a_member_is_its_classs_through_calls_annotations_and_self(
         assert ask(index, "Connection.send") == send, ask
         assert ask(index, "Kind.check") == {("models.py", 20, "imported")}, ask
         assert ask(index, "Cache.keep") == {("models.py", 21, "exact")}, ask
+        assert ask(index, "Conn.close") == {("pool.py", 12, "exact")}, ask
     assert {(c.symbol, c.how) for c in index.callers("Session.request")} == {
         ("fetch", "imported"),
         ("again", "imported"),

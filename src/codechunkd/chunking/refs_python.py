@@ -27,7 +27,7 @@ __all__ = ["PYTHON", "PYTHON_BINDS", "binds"]
 _Q = "(_) @qual"
 _SELF_ATTR: Final = "(attribute object: (identifier) @obj) @var"
 _THROUGH: Final = "(attribute object: (identifier) @pkg attribute: (identifier) @name)"
-"""A callee named through a module (``requests.Session``; :func:`binds` drops ``self.f``)."""
+"""A callee named through a module (``requests.Session``) or its own class (``self.make``)."""
 _VALUED: Final = ("pair", "default_parameter", "typed_default_parameter")
 """Nodes whose ``value`` is a name used as a value (a dictionary's value, a default)."""
 
@@ -166,7 +166,7 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
     if kind == "binds_result":  # the callee: a class, or a function and its ``-> T``
         called, pkg = caps["name"][0], caps.get("pkg")
         module = _text(pkg[0], source) if pkg else ""
-        if module in {"self", "cls"} or len(module) > _MAX:  # a method's result
+        if len(module) > _MAX:
             return []
         cls, variable = _text(called, source)[:_MAX], _text(var[0], source)[:_MAX]
         line, byte = called.start_point[0] + 1, called.start_byte + 1

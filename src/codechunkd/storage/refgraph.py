@@ -304,7 +304,9 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         qual = self._qual[i]
         if self._kind[i] == "binds":  # a class named through an import (``http.ServeMux``)
             qual = self._mod[i] if self._mod[i] in imports else ""  # is looked up there
-            if self._mod[i] and not qual and self._lang[i] == "python":
+            if self._lang[i] == "python" and self._mod[i] in {"self", "cls"}:
+                qual = self._mod[i]  # ``x = self.make()``: the class's ``make``
+            elif self._mod[i] and not qual and self._lang[i] == "python":
                 return [], ""  # ``x = conn.make()``: on a variable, not through a module
         if self._kind[i] == "import":
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
