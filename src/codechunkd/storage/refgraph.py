@@ -301,13 +301,10 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             return self._resolve_c(i)
         if self._lang[i] == "csharp":  # full names, scope by scope (storage/refcsharp.py)
             return self._resolve_cs(i)
-        qual = self._qual[i]
-        if self._kind[i] == "binds":  # a class named through an import (``http.ServeMux``)
-            qual = self._mod[i] if self._mod[i] in imports else ""  # is looked up there
-            if self._lang[i] == "python" and self._mod[i] in {"self", "cls"}:
-                qual = self._mod[i]  # ``x = self.make()``: the class's ``make``
-            elif self._mod[i] and not qual and self._lang[i] == "python":
-                return [], ""  # ``x = conn.make()``: on a variable, not through a module
+        through = self._bound_through(i, imports) if self._kind[i] == "binds" else self._qual[i]
+        if through is None:  # a ``binds`` row's class: through an import (``http.ServeMux``)
+            return [], ""
+        qual = through
         if self._kind[i] == "import":
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")

@@ -46,6 +46,8 @@ class Typed:
 
     _src: list[str]
     _path: list[str]
+    _lang: list[str]
+    _mod: list[str]
     _name: list[str]
     _sym: list[str]
     _csym: list[str]
@@ -72,6 +74,18 @@ class Typed:
         if self._qual[i].startswith("self.") and "." in csym:
             return csym, csym.rpartition(".")[0]
         return (csym,)
+
+    def _bound_through(self, i: int, imports: dict[str, list[int]]) -> str | None:
+        """What the ``binds`` row ``i``'s class or function is looked up through: the
+        module it is named through, when the file imports it (``http.ServeMux``), ``self``
+        for a method of the class's own (``x = self.make()``); ``""``: by its bare name;
+        None: nothing (Python's ``x = conn.make()``, a variable's method)."""
+        module = self._mod[i]
+        if module in imports:
+            return module
+        if self._lang[i] != "python" or not module:
+            return ""
+        return module if module in {"self", "cls"} else None
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
