@@ -110,8 +110,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "python": 3,
     "bash": 1,
     "javascript": 1,
-    "typescript": 2,
-    "tsx": 2,
+    "typescript": 3,
+    "tsx": 3,
 }
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
@@ -134,7 +134,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - typescript, tsx 1: call signatures on lines of their own (no semicolons) are parsed as
   an interface's members (``chunking/repairs.py``); typescript, tsx 2 (with javascript 1):
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a
-  definition of kind ``object``, its functions its members; ``key: function …`` is one.
+  definition of kind ``object``, its functions its members; ``key: function …`` is one;
+  typescript, tsx 3: fields' and parameter properties' classes, return types
+  (``function make(): T``: a ``make()`` row) and calls' results (``const s = make()``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -46,7 +46,9 @@ KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 #: When two patterns capture the same name node, the earlier kind here wins.
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: The query kinds that make ``binds`` rows (read in :func:`extract`).
-_BINDS: Final = frozenset({"binds", "binds_call", "binds_new", "binds_c"})
+_BINDS: Final = frozenset(
+    {"binds", "binds_call", "binds_new", "binds_c", "binds_this", "binds_ret", "binds_result"}
+)
 #: Names longer than this are not names (minified code, generated tables): skipped.
 _MAX_NAME: Final = 200
 
@@ -81,6 +83,8 @@ _JS_COMMON: Final = [
     ),
 ]
 _JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
+#: A TypeScript type that names a class: ``Subscriber``, ``Subscriber<T>``.
+_TS_TYPES: Final = ("(type_identifier) @name", "(generic_type name: (type_identifier) @name)")
 _TYPESCRIPT: Final = [
     *_JS_COMMON,
     ("inherit", "(extends_clause value: (identifier) @name)"),
@@ -95,12 +99,48 @@ _TYPESCRIPT: Final = [
             ("optional_parameter", "pattern"),
             ("variable_declarator", "name"),
         )
-        for typ in ("(type_identifier) @name", "(generic_type name: (type_identifier) @name)")
+        for typ in _TS_TYPES
     ),
     (
         "binds",
         "(variable_declarator name: (identifier) @var value: (new_expression "
         "constructor: (identifier) @name))",
+    ),
+    *(  # ``private scheduler: SchedulerLike``, ``x = new Bar()``: a field's class, in the class
+        ("binds", f"(public_field_definition name: (property_identifier) @var {field})")
+        for field in (
+            *(f"type: (type_annotation {t})" for t in _TS_TYPES),
+            "value: (new_expression constructor: (identifier) @name)",
+        )
+    ),
+    *(  # ``constructor(private readonly s: Scheduler)``: the field ``this.s``
+        (
+            "binds_this",
+            f"(required_parameter (accessibility_modifier) pattern: (identifier) @var "
+            f"type: (type_annotation {t}))",
+        )
+        for t in _TS_TYPES
+    ),
+    *(  # ``function make(): Session``, a method's, an arrow function's: a ``make()`` row
+        ("binds_ret", f"({node} return_type: (type_annotation {t})){close}")
+        for node, close in (
+            ("function_declaration name: (identifier) @var", ""),
+            ("method_definition name: (property_identifier) @var", ""),
+            ("variable_declarator name: (identifier) @var value: (arrow_function", ")"),
+        )
+        for t in _TS_TYPES
+    ),
+    *(  # ``const s = make()``, ``const s = this.make()``: what the function gives
+        (
+            "binds_result",
+            f"(variable_declarator name: (identifier) @var !type value: "
+            f"(call_expression function: {callee}))",
+        )
+        for callee in (
+            "(identifier) @name",
+            "(member_expression object: [(identifier) (this)] @pkg "
+            "property: (property_identifier) @name)",
+        )
     ),
 ]
 #: A type by its name, ``Writer``, or through a package the file imports, ``bufio.Writer``.
@@ -339,29 +379,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             imports += binds(kind, caps, source)
             continue
         if kind in _BINDS:  # ``ctx: Context``
-            var, typ = caps.get("var"), caps.get("name")
-            if kind == "binds_c":  # C++: the class its declared type names
-                cls_node = class_named(caps["cls"][0], source) if caps.get("cls") else None
-                typ, kind = ([cls_node] if cls_node is not None else None), "binds"
-            cls = _span(typ[0], source) if typ else ""
-            if kind == "binds_new":
-                if not (cls.startswith("New") and cls[3:4].isupper()):
-                    continue  # ``x := f()``: a function's result
-                cls = cls[3:]
-            if kind == "binds_call" and not cls.lstrip("_")[:1].isupper():
-                continue  # ``x = make()``: a function's result, not (by convention) a class
-            if var and typ and len(cls) <= _MAX_NAME:
-                n = typ[0]
-                imports.append(
-                    Ref(
-                        cls if kind == "binds_new" else _span(n, source),
-                        _span(var[0], source)[:_MAX_NAME],
-                        "binds",
-                        n.start_point[0] + 1,
-                        n.start_byte + 1,
-                        _package(caps.get("pkg"), source) or _scope(language, n, source),
-                    )
-                )
+            imports += _bind(language, kind, caps, source)
             continue
         names = caps.get("name")
         if not names:
@@ -400,6 +418,36 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     refs = list(found.values()) + imports
     refs.sort(key=lambda r: r.byte)
     return refs
+
+
+def _bind(language: str, kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
+    """The ``binds`` row of one match of a :data:`_BINDS` pattern (or none): ``name`` the
+    class (or, for a call's result, the function called), ``qualifier`` the variable
+    (``this.s`` for a TypeScript parameter property, ``make()`` for what ``make`` returns),
+    ``module`` what the class is named through (a package, ``this``, C++ scopes)."""
+    var, typ = caps.get("var"), caps.get("name")
+    if kind == "binds_c":  # C++: the class its declared type names
+        cls_node = class_named(caps["cls"][0], source) if caps.get("cls") else None
+        typ = [cls_node] if cls_node is not None else None
+    if not var or not typ:
+        return []
+    cls = _span(typ[0], source)
+    if kind == "binds_new":
+        if not (cls.startswith("New") and cls[3:4].isupper()):
+            return []  # ``x := f()``: a function's result
+        cls = cls[3:]
+    if kind == "binds_call" and not cls.lstrip("_")[:1].isupper():
+        return []  # ``x = make()``: a function's result, not (by convention) a class
+    if len(cls) > _MAX_NAME:
+        return []
+    bound = {"binds_this": "this.", "binds_ret": ""}.get(kind, "") + _span(var[0], source)
+    bound += "()" if kind == "binds_ret" else ""
+    pkg = caps.get("pkg")
+    module = _package(pkg, source) or _scope(language, typ[0], source)
+    if pkg and pkg[0].type == "this":
+        module = "this"
+    at = typ[0]
+    return [Ref(cls, bound[:_MAX_NAME], "binds", at.start_point[0] + 1, at.start_byte + 1, module)]
 
 
 _CHAIN: Final = frozenset({"identifier", "self", "super", "crate"})

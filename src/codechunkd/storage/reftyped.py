@@ -22,6 +22,11 @@ from codechunkd.storage.refnames import BY_NAME, EXACT, IMPORTED
 
 __all__ = ["Typed", "callee"]
 
+_TYPED_CALLS: Final = frozenset({"python", "typescript", "tsx"})
+"""Languages whose ``binds`` rows give a call's result: a function named through a
+module, or a method of the class's own (``self``, ``this``); any other qualifier is a
+variable's method, which says nothing."""
+
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 
 
@@ -71,7 +76,7 @@ class Typed:
         """The scopes where the ``binds`` row ``i`` holds: its definition's, and for
         ``self.x`` bound in a method, the method's class (every method's ``self.x``)."""
         csym = self._csym[i]
-        if self._qual[i].startswith("self.") and "." in csym:
+        if self._qual[i].startswith(("self.", "this.")) and "." in csym:
             return csym, csym.rpartition(".")[0]
         return (csym,)
 
@@ -83,19 +88,18 @@ class Typed:
         module = self._mod[i]
         if module in imports:
             return module
-        if self._lang[i] != "python" or not module:
+        if self._lang[i] not in _TYPED_CALLS or not module:
             return ""
-        return module if module in {"self", "cls"} else None
+        return module if module in {"self", "cls", "this"} else None
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
         of the class ``var`` is bound to, is called, or names (see the module's doc)."""
-        if var.startswith("this."):  # ``this.count.get()``: the field ``count``
-            var = var[5:]
+        names = [var, var[5:]] if var.startswith("this.") else [var]  # ``this.s``, field ``s``
         scope: str | None = self._csym[i]
         binds = None  # the variable's, else a field of an enclosing class, else the module's
         while not binds and scope is not None:
-            binds = self._binds.get((src, path, scope, var))
+            binds = [b for v in names for b in self._binds.get((src, path, scope, v), ())]
             scope = scope.rpartition(".")[0] if scope else None
         typed = self._on(binds, path, name) if binds else ([], "")
         called = callee(var)

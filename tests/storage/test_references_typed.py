@@ -1,4 +1,5 @@
-"""Python: what a member is used on, typed as the code says it, on a real index.
+"""Python and TypeScript: what a member is used on, typed as the code says it, on a
+real index.
 
 Real git repositories, a real LanceDB index and the real model (through ``Indexer``). Each
 question is asked twice: of the graph a question reads (the skeleton and the rows about
@@ -249,3 +250,74 @@ def test_a_generic_base_is_a_base_and_a_method_never_calls_itself_bare(
     [call] = [i for i in graph.uses_by_name["group"] if graph._kind[i] == "call"]
     rows, how = graph.resolve(call)
     assert ([graph.definition(j).path for j in rows], how) == (["helpers.py"], "imported")
+
+
+SESSION_TS = """export class Connection {
+  send(d: string) {
+    return d;
+  }
+}
+
+export class Session {
+  private conn: Connection;
+
+  constructor(private readonly cache: Cache) {
+    this.conn = new Connection();
+  }
+
+  request(d: string) {
+    this.cache.keep(d);
+    return this.conn.send(d);
+  }
+
+  itself(): Session {
+    return this;
+  }
+
+  again(d: string) {
+    const s = this.itself();
+    return s.request(d);
+  }
+}
+
+export class Cache {
+  keep(d: string) {
+    return d;
+  }
+}
+
+export function open(): Session {
+  return new Session(new Cache());
+}
+
+export const current = (): Session => open();
+"""
+APP_TS = """import { open, current } from './session';
+
+export function fetch(d: string) {
+  const s = open();
+  return s.request(d);
+}
+
+export function later(d: string) {
+  return current().request(d);
+}
+"""
+
+
+def test_typescript_fields_parameter_properties_and_return_types_type_a_member(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """TypeScript: a field's declared class (``private conn: Connection``), a constructor's
+    parameter property (``private readonly cache: Cache``), and a function's, a method's
+    or an arrow function's return type (``open(): Session``, ``this.itself()``,
+    ``current().request()``) type the member used on them; each was a guess by name."""
+    index = index_of(repo, indexer, settings, {"session.ts": SESSION_TS, "app.ts": APP_TS})
+    for ask in (_uses, _whole):
+        assert ask(index, "Session.request") == {
+            ("session.ts", 25, "exact"),
+            ("app.ts", 5, "imported"),
+            ("app.ts", 9, "imported"),
+        }, ask
+        assert ask(index, "Connection.send") == {("session.ts", 16, "exact")}, ask
+        assert ask(index, "Cache.keep") == {("session.ts", 15, "exact")}, ask
