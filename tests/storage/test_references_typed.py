@@ -112,6 +112,10 @@ def shadowed():
     return helper()
 
 
+helper = staticmethod(helper)
+ALSO = [helper]
+
+
 def make():
     return len
 """
@@ -185,13 +189,16 @@ def test_a_function_passed_as_a_value_is_used_and_a_variable_hides_it(
 ) -> None:
     """A function named in a dictionary, a tuple, a list or as a parameter's default is a
     use of it (a callback ``refs`` shows); a variable of the same name in a function
-    (``helper = make()``) is that variable, not the function, there."""
+    (``helper = make()``) is that variable, not the function, there; in module code a
+    name rebound (``helper = staticmethod(helper)``) is still the function."""
     index = _index(repo, indexer, settings)
     expected = {
         ("callbacks.py", 5, "exact"),
         ("callbacks.py", 6, "exact"),
         ("callbacks.py", 9, "exact"),
         ("callbacks.py", 10, "exact"),
+        ("callbacks.py", 18, "exact"),
+        ("callbacks.py", 19, "exact"),
     }
     assert _uses(index, "helper") == expected
     assert _whole(index, "helper") == expected

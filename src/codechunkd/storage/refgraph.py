@@ -374,12 +374,14 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
     def _unmeant(self, i: int, imports: dict[str, list[int]]) -> bool:
         """Whether the use row ``i`` can mean no definition: none has its name and no
         import binds it, or it is a variable of the definition it is in (``x = f()``,
-        ``x: T``: a bare ``x`` there is not the module's ``x``)."""
+        ``x: T``: a bare ``x`` there is not the module's ``x``; in module code it is: a
+        name rebound, ``helper = wrap(helper)``)."""
         name, kind = self._name[i], self._kind[i]
         if not self.defs_by_name.get(name) and kind != "import" and name not in imports:
             return True
         here = (self._src[i], self._path[i], self._csym[i], name)
-        return kind not in {"import", "binds"} and not self._qual[i] and here in self._binds
+        hidden = here[2] and not self._qual[i] and here in self._binds
+        return bool(hidden) and kind not in {"import", "binds"}
 
     def _through(self, j: int, src: str, path: str, rest: str, name: str) -> list[int]:
         """``name`` on what the import row ``j`` binds (``rest``: the qualifier's path after
