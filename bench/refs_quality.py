@@ -96,10 +96,16 @@ def jedi_lines(root: Path, package: str, d: Any, project: Any) -> set[tuple[str,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--packages", nargs="+", default=["click", "requests"])
+    ap.add_argument(
+        "--packages", nargs="+", default=["click", "requests"], help="names, or name,name,..."
+    )
     ap.add_argument("--functions", type=int, default=50, help="per package (default 50)")
     ap.add_argument("--root", type=Path, default=SITE)
     args = ap.parse_args()
+    args.packages = [p for arg in args.packages for p in arg.split(",") if p]
+    missing = [p for p in args.packages if not (args.root / p).is_dir()]
+    if missing:
+        ap.error(f"no package folder under {args.root}: {', '.join(missing)}")
     import jedi
 
     totals = {"sure": [0, 0, 0], "by-name": [0, 0, 0]}  # right, reported, jedi's
