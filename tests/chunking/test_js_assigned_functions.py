@@ -129,3 +129,36 @@ def test_an_object_of_functions_is_a_definition_with_its_functions_as_members(
         "observableFactories.array": "method",
         "observableFactories.map": "method",
     }
+
+
+CAST = b"""const computedAnnotation = createComputedAnnotation(COMPUTED)
+
+export const computed: IComputedFactory = function computed(arg1, arg2) {
+    if (isPlainObject(arg1)) {
+        return createComputedDecoratorAnnotation(createComputedAnnotation(COMPUTED, arg1))
+    }
+    const opts: IComputedValueOptions<any> = isPlainObject(arg2) ? arg2 : {}
+    opts.get = arg1
+    return new ComputedValue(opts)
+} as any
+
+export const tracked = (function track(fn) {
+    return fn()
+})
+"""
+
+
+def test_a_function_cast_or_in_parentheses_is_a_function(
+    count_tokens: CountTokens, check: Checker
+) -> None:
+    """``export const computed: IComputedFactory = function computed(…) {…} as any`` (MobX's
+    ``computed``, which was module code) and ``const tracked = (function track(fn) {…})``
+    are functions named for their variables, as they are without the cast."""
+    chunks = chunk("src/api/computed.ts", CAST, count_tokens=count_tokens)
+    check(CAST, chunks, BUDGET)
+    assert [(c.kind, c.symbol) for c in chunks if c.kind == "function"] == [
+        ("function", "computed"),
+        ("function", "tracked"),
+    ]
+    js = b"const tracked = (function track(fn) {\n    return fn()\n})\n"
+    assert [(c.kind, c.symbol) for c in chunk("lib/track.js", js)] == [("function", "tracked")]

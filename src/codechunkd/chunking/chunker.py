@@ -109,7 +109,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "ruby": 1,
     "python": 3,
     "bash": 1,
-    "javascript": 1,
+    "javascript": 2,
     "typescript": 3,
     "tsx": 3,
 }
@@ -136,7 +136,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   a declared object literal of two functions or more (``const api = { box() {…} }``) is a
   definition of kind ``object``, its functions its members; ``key: function …`` is one;
   typescript, tsx 3: fields' and parameter properties' classes, return types
-  (``function make(): T``: a ``make()`` row) and calls' results (``const s = make()``).
+  (``function make(): T``: a ``make()`` row) and calls' results (``const s = make()``);
+  with javascript 2: a function value cast or in parentheses (``= function f() {…} as
+  any``, ``= (function () {…})``) is a function.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -271,14 +271,21 @@ def _is_function_pair(node: Node) -> bool:
     return value is not None and value.type in _FUNCTION_VALUES
 
 
-def _object_value(declarator: Node) -> Node | None:
-    """The object literal a declarator gives its variable (``= { … }``, ``= { … } as T``,
-    ``= { … } satisfies T``), or None."""
+def _value(declarator: Node) -> Node | None:
+    """The value a declarator gives its variable, cast or not (``= x``, ``= x as T``,
+    ``= x satisfies T``, ``= (x)``)."""
     value = declarator.child_by_field_name("value")
     for _ in range(3):
         if value is None or value.type not in _OBJECT_WRAPPERS:
             break
         value = value.named_child(0)
+    return value
+
+
+def _object_value(declarator: Node) -> Node | None:
+    """The object literal a declarator gives its variable (``= { … }``, ``= { … } as T``,
+    ``= { … } satisfies T``), or None."""
+    value = _value(declarator)
     return value if value is not None and value.type == "object" else None
 
 
@@ -313,10 +320,11 @@ def _is_function_assignment(node: Node) -> bool:
 
 
 def _is_function_value(node: Node) -> bool:
-    """``const f = () => …`` / ``function () {}`` declarations count as functions."""
+    """``const f = () => …`` / ``function () {}`` declarations count as functions (cast
+    too: ``= function computed(a) {…} as any``)."""
     for c in node.named_children:
         if c.type == "variable_declarator":
-            v = c.child_by_field_name("value")
+            v = _value(c)
             if v is not None and v.type in _FUNCTION_VALUES:
                 return True
     return False
