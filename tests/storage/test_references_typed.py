@@ -328,3 +328,26 @@ def test_typescript_fields_parameter_properties_and_return_types_type_a_member(
         }, ask
         assert ask(index, "Connection.send") == {("session.ts", 16, "exact")}, ask
         assert ask(index, "Cache.keep") == {("session.ts", 15, "exact")}, ask
+
+
+def test_an_attribute_read_is_a_guessed_use_only_on_a_receiver_named_for_the_class(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A member read but not called on a variable of unknown class (``r.request``, as often
+    a field as a method) is no guessed use of the one method of that name; read on a
+    receiver named for the class (``session.request``), or called (``x.request()``), it
+    still is."""
+    index = index_of(
+        repo,
+        indexer,
+        settings,
+        {
+            "net.py": "class Session:\n    def request(self, d):\n        return d\n",
+            "use.py": "def handle(r, session, x):\n    a = r.request\n    b = session.request\n"
+            "    return x.request(a, b)\n",
+        },
+    )
+    assert {(u.line, u.kind, u.how) for u in index.refs.references("Session.request")} == {
+        (3, "value", "by-name"),
+        (4, "call", "by-name"),
+    }

@@ -548,9 +548,11 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             return rows if self._lang[i] in _BARE_MEMBERS else functions
         if qual[:1].isupper() and qual.isidentifier() and qual not in _SELF:
             return by_lower.get(qual.lower(), [])  # ``Thread.State``: that class's, if here
+        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
+        if self._kind[i] == "value":  # ``r.request`` read, not called: a method only of a
+            return named or []  # receiver named for its class (else, mostly, a field)
         if len(members) <= 1:
             return members
-        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
         if named:
             return named
         if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
