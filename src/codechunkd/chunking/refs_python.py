@@ -88,7 +88,7 @@ PYTHON: Final = [
 PYTHON_BINDS: Final = frozenset({"binds_py", "binds_alias", "binds_return", "binds_result"})
 """The kinds :func:`binds` reads."""
 
-_OPTIONAL: Final = frozenset(
+_WRAPPERS: Final = frozenset(
     f"{m}{w}" for m in ("", "t.", "typing.") for w in ("Optional", "Type", "type")
 )
 """Wrappers whose one argument is the class (``Optional[Context]``; ``type[Backend]``,
@@ -127,12 +127,12 @@ def annotated(node: Node | None, source: bytes, depth: int = 0) -> tuple[str, st
         return annotated(kept[0], source, depth + 1) if len(kept) == 1 else None
     if kind == "subscript":  # ``Optional[Context]``; ``ParamType[t.Any]`` is a ParamType
         value = node.child_by_field_name("value")
-        if value is not None and _text(value, source) in _OPTIONAL:
+        if value is not None and _text(value, source) in _WRAPPERS:
             return annotated(node.child_by_field_name("subscript"), source, depth + 1)
         return annotated(value, source, depth + 1)
     if kind == "generic_type":  # ``Optional[Context]`` written as a type
         name = node.named_children[0] if node.named_children else None
-        if name is not None and _text(name, source) in _OPTIONAL:
+        if name is not None and _text(name, source) in _WRAPPERS:
             params = [c for c in node.named_children[1:] if c.type == "type_parameter"]
             kids = params[0].named_children if params else []
             return annotated(kids[0], source, depth + 1) if len(kids) == 1 else None
