@@ -351,3 +351,46 @@ def test_an_attribute_read_is_a_guessed_use_only_on_a_receiver_named_for_the_cla
         (3, "value", "by-name"),
         (4, "call", "by-name"),
     }
+
+
+GO_TPL = """package tpl
+
+type Template struct{}
+
+func New(name string) *Template {
+\treturn &Template{}
+}
+
+func (t *Template) Parse(s string) (*Template, error) {
+\treturn t, nil
+}
+
+func (t *Template) Execute() error {
+\treturn nil
+}
+"""
+GO_MAIN = """package main
+
+import "example.com/app/text/tpl"
+
+func run() {
+\tt := tpl.New("x")
+\tu, err := t.Parse("y")
+\tif err != nil {
+\t\treturn
+\t}
+\tu.Execute()
+}
+"""
+
+
+def test_go_results_are_typed_by_the_functions_result(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Go: ``t := tpl.New("x")`` is what ``New`` returns (``*Template``, through the
+    package), and ``u, err := t.Parse("y")`` the first of ``Parse``'s results: ``u.Execute``
+    is ``Template.Execute``, where it was a guess by name."""
+    index = index_of(repo, indexer, settings, {"text/tpl/tpl.go": GO_TPL, "main.go": GO_MAIN})
+    for ask in (_uses, _whole):
+        assert ask(index, "Template.Execute") == {("main.go", 11, "imported")}, ask
+        assert ask(index, "Template.Parse") == {("main.go", 7, "imported")}, ask

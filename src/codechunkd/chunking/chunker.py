@@ -108,6 +108,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "csharp": 2,
     "ruby": 1,
     "python": 3,
+    "go": 1,
     "bash": 1,
     "javascript": 2,
     "typescript": 3,
@@ -120,6 +121,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   ``namespace App;``) names the scope among its definitions (``defs Foo``); perl 3: a piece
   of POD is a ``section`` named for the heading it opens or goes on with; perl 4: a
   package's bases (``use parent``, ``use base``, ``@ISA``) and ``SUPER::`` calls.
+- go 1: what a call gives a variable (``t := tpl.New("x")``, ``u, err := t.Parse(s)``)
+  and a function's or method's first result (``func New() *Template``: a ``New()`` row);
+  no variable of a predeclared type (``s string``) is bound.
 - bash 1: Bash's references (commands, ``source`` and ``.``).
 - php 2: PHP's references (calls, ``new``, static calls, bases, types, ``use``, variables'
   classes).

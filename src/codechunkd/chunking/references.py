@@ -151,6 +151,14 @@ _GO_NAMED: Final = (
 #: The type of a composite literal or of ``new``: named, or generic, ``List[T]``.
 _GO_VALUES: Final = (*_GO_NAMED, *(f"(generic_type type: {t})" for t in _GO_NAMED))
 _GO_TYPES: Final = (*_GO_VALUES, *(f"(pointer_type {t})" for t in _GO_VALUES))
+_GO_PREDECLARED = (
+    "bool byte complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune "
+    "string uint uint8 uint16 uint32 uint64 uintptr any comparable append cap clear close "
+    "complex copy delete imag len make max min new panic print println real recover"
+)
+_GO_BUILTIN: Final = frozenset(_GO_PREDECLARED.split())
+"""Go's predeclared types and functions: a variable of one, or given one's result, has no
+class a repository defines (no ``binds`` row: a third of a Go source's)."""
 _GO_FIRST: Final = "(short_var_declaration left: (expression_list . (identifier) @var) right: "
 _GO_NEW: Final = (  # ``NewWriter(…)``, ``bufio.NewReader(…)``: Go's constructors are ``NewT``
     "(call_expression function: [(identifier) @name "
@@ -174,6 +182,23 @@ _GO: Final = [
             f"(unary_expression operand: (composite_literal type: {typ}))",
             '(call_expression function: (identifier) @fn (#eq? @fn "new") '
             f"arguments: (argument_list . {typ} .))",
+        )
+    ),
+    *(  # ``func Parse(s string) (*Template, error)``: a ``Parse()`` row, the first result's
+        ("binds_ret", f"({node} @var result: {result})")
+        for node in (
+            "function_declaration name: (identifier)",
+            "method_declaration name: (field_identifier)",
+        )
+        for typ in _GO_TYPES
+        for result in (typ, f"(parameter_list . (parameter_declaration type: {typ}))")
+    ),
+    *(  # ``t := New("x")``, ``resp, err := http.Get(u)``: what the function gives
+        ("binds_result", f"{first}(expression_list . (call_expression function: {callee})))")
+        for first in (_GO_FIRST, "(var_spec . name: (identifier) @var !type value: ")
+        for callee in (
+            "(identifier) @name",
+            "(selector_expression operand: (identifier) @pkg field: (field_identifier) @name)",
         )
     ),
     ("call", "(call_expression function: (identifier) @name)"),
@@ -375,7 +400,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             for node in caps.get("import", ()):
                 imports += [r for r in IMPORTS[language](node) if len(r.module) <= MAX_MODULE]
             continue
-        if kind in PYTHON_BINDS:  # ``self.t: types.ParamType[t.Any]``, ``def f() -> T``
+        if kind in PYTHON_BINDS and language == "python":  # ``self.t: mod.T[Any]``, ``-> T``
             imports += binds(kind, caps, source)
             continue
         if kind in _BINDS:  # ``ctx: Context``
@@ -438,8 +463,10 @@ def _bind(language: str, kind: str, caps: dict[str, list[Node]], source: bytes) 
         cls = cls[3:]
     if kind == "binds_call" and not cls.lstrip("_")[:1].isupper():
         return []  # ``x = make()``: a function's result, not (by convention) a class
-    if len(cls) > _MAX_NAME:
-        return []
+    if len(cls) > _MAX_NAME or (language == "go" and cls in _GO_BUILTIN and not caps.get("pkg")):
+        return []  # ``s string``, ``n := len(b)``: no class of the source's
+    if language == "go" and kind == "binds_result" and cls.startswith("New") and cls[3:4].isupper():
+        return []  # ``binds_new``'s
     bound = {"binds_this": "this.", "binds_ret": ""}.get(kind, "") + _span(var[0], source)
     bound += "()" if kind == "binds_ret" else ""
     pkg = caps.get("pkg")

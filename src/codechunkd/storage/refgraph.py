@@ -289,6 +289,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         (remembered: the graph is of one table version)."""
         found = self._memo.get(i)
         if found is None:
+            self._memo[i] = ([], "")  # while it is worked out: a cycle of variables ends here
             found = self._memo[i] = self._resolve(i)
         return found
 
@@ -301,10 +302,11 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             return self._resolve_c(i)
         if self._lang[i] == "csharp":  # full names, scope by scope (storage/refcsharp.py)
             return self._resolve_cs(i)
-        through = self._bound_through(i, imports) if self._kind[i] == "binds" else self._qual[i]
-        if through is None:  # a ``binds`` row's class: through an import (``http.ServeMux``)
-            return [], ""
-        qual = through
+        qual, done = (
+            self._bound_through(i, imports) if self._kind[i] == "binds" else (self._qual[i], None)
+        )
+        if done is not None:  # a ``binds`` row's: a method's result, on a variable
+            return done
         if self._kind[i] == "import":
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")

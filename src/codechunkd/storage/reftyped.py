@@ -80,17 +80,22 @@ class Typed:
             return csym, csym.rpartition(".")[0]
         return (csym,)
 
-    def _bound_through(self, i: int, imports: dict[str, list[int]]) -> str | None:
-        """What the ``binds`` row ``i``'s class or function is looked up through: the
-        module it is named through, when the file imports it (``http.ServeMux``), ``self``
-        for a method of the class's own (``x = self.make()``); ``""``: by its bare name;
-        None: nothing (Python's ``x = conn.make()``, a variable's method)."""
+    def _bound_through(
+        self, i: int, imports: dict[str, list[int]]
+    ) -> tuple[str, tuple[list[int], str] | None]:
+        """What the ``binds`` row ``i``'s class or function is looked up through, or its
+        resolution: the module it is named through, when the file imports it
+        (``http.ServeMux``); ``self`` for a method of the class's own (``x = self.make()``);
+        ``""``: its bare name; for a method of a variable (``u, err := t.Parse(s)``,
+        ``x = conn.make()``), the method, typed as the variable is (in Go, when that says
+        nothing, the bare name: ``h := w.Header()`` is the package's ``Header``)."""
         module = self._mod[i]
-        if module in imports:
-            return module
-        if self._lang[i] not in _TYPED_CALLS or not module:
-            return ""
-        return module if module in {"self", "cls", "this"} else None
+        if module in imports or not module:
+            return module, None
+        if module in {"self", "cls", "this"} and self._lang[i] in _TYPED_CALLS:
+            return module, None
+        typed = self._typed(i, self._src[i], self._path[i], module, self._name[i])
+        return "", typed if typed[0] or self._lang[i] in _TYPED_CALLS else None
 
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
