@@ -138,3 +138,28 @@ def test_php_files_that_all_require_each_other_resolve_in_polynomial_time(
     assert done.returncode == 0, done.stderr
     uses = json.loads(done.stdout)
     assert [(u["path"], u["resolved"]) for u in uses] == [("lib/f6.php", "imported")]
+
+
+def test_variables_typed_by_each_other_in_a_cycle_end(repo: Repo, index_dir: Path) -> None:
+    """Variables each given a method's result on the next two (``a = b.make()``, ``a =
+    c.make()``, ``b = c.make()``, …, round to the first, 300 of them, in Python; one next in
+    Go): typing one asks the next ones, round the cycle, branching in two at each step. The
+    walk stops ``MAX_WALK`` deep, each row is worked out once per depth, and ``refs`` and
+    ``map`` answer: the walk was unbounded (a RecursionError), and cut short without
+    remembering what was cut, exponential (15 CPU-s for these 1,206 rows)."""
+    n = 300
+    lines = "".join(
+        f"    v{k} = v{(k + 1) % n}.make()\n    v{k} = v{(k + 2) % n}.make()\n" for k in range(n)
+    )
+    maker = "class Maker:\n    def make(self):\n        return self\n\n    def go(self):\n"
+    maker += "        return 1\n"
+    repo.write("cycle.py", f"{maker}\n\ndef loop():\n{lines}    return v0.go()\n")
+    go_lines = "".join(f"\tv{k} := v{(k + 1) % n}.Make()\n" for k in range(n))
+    go_maker = "type T struct{}\n\nfunc (t *T) Make() *T { return t }\n\nfunc (t *T) Go() {}\n"
+    repo.write("cycle.go", f"package main\n\n{go_maker}\nfunc loop() {{\n{go_lines}\tv0.Go()\n}}\n")
+    _indexed(repo, index_dir)
+    for name in ("go", "make", "Go"):
+        done = _run("refs", name, "--json", index=index_dir)
+        assert done.returncode == 0, done.stderr
+    done = _run("map", "--json", index=index_dir)
+    assert done.returncode == 0, done.stderr

@@ -131,7 +131,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         ]
         self.defs_by_name: dict[str, list[int]] = defaultdict(list)
         self._by_src_name: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-        self._memo: dict[int, tuple[list[int], str]] = {}
+        self._memo: dict[int | tuple[int, int], tuple[list[int], str]] = {}
         self._module_memo: dict[tuple[str, str, str, str, int], list[int]] = {}
         self._form_cache: dict[
             tuple[str, str, str],
@@ -288,10 +288,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         """The definition rows the use row ``i`` can mean, and how it was resolved
         (remembered: the graph is of one table version)."""
         found = self._memo.get(i)
-        if found is None:
-            self._memo[i] = ([], "")  # while it is worked out: a cycle of variables ends here
-            found = self._memo[i] = self._resolve(i)
-        return found
+        return found if found is not None else self._walk(i)
 
     def _resolve(self, i: int) -> tuple[list[int], str]:
         name, src, path = self._name[i], self._src[i], self._path[i]

@@ -16,16 +16,35 @@ the module) binds ``ctx`` to ``Context``: a ``binds`` row (``ctx: Context``,
 
 from __future__ import annotations
 
+import threading
 from typing import Final
 
 from codechunkd.storage.refnames import BY_NAME, EXACT, IMPORTED
 
-__all__ = ["Typed", "callee"]
+__all__ = ["MAX_WALK", "Typed", "callee"]
 
 _TYPED_CALLS: Final = frozenset({"python", "typescript", "tsx"})
 """Languages whose ``binds`` rows give a call's result: a function named through a
 module, or a method of the class's own (``self``, ``this``); any other qualifier is a
 variable's method, which says nothing."""
+
+MAX_WALK: Final = 12
+"""How many resolutions deep one may go (``a = b.make()`` asks for ``b``'s class, which
+asks for ``c``'s, …): past it a resolution gives nothing.  A resolution so cut short is
+remembered with its depth, one that was not for good: every answer is a function of the
+row and the depth alone (not of which name was asked first), a cycle ends, and variables
+each given two others' results (branching in two at every step) cost rows x depth."""
+
+
+class _Walking(threading.local):
+    """This thread's walk through the graph (readers share a graph): how deep, and whether
+    a resolution under way was cut short."""
+
+    depth = 0
+    cut = False
+
+
+_WALK: Final = _Walking()
 
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 
@@ -63,8 +82,40 @@ class Typed:
     _file_defs: dict[tuple[str, str], dict[str, list[int]]]
     uses_by_owner: dict[tuple[str, str, str], list[int]]
 
+    _memo: dict[int | tuple[int, int], tuple[list[int], str]]
+    _cut_short = False
+    """Whether a resolution was cut short (remembered by row and depth)."""
+
     def resolve(self, i: int) -> tuple[list[int], str]:
         raise NotImplementedError
+
+    def _resolve(self, i: int) -> tuple[list[int], str]:
+        raise NotImplementedError
+
+    def _walk(self, i: int) -> tuple[list[int], str]:
+        """``_resolve(i)``, remembered (by row, or by row and depth when it was cut short
+        at :data:`MAX_WALK`)."""
+        walk = _WALK
+        depth = walk.depth
+        if depth >= MAX_WALK:
+            walk.cut = True
+            return [], ""
+        if self._cut_short:
+            found = self._memo.get((i, depth))
+            if found is not None:
+                return found
+        outer, walk.cut, walk.depth = walk.cut, False, depth + 1
+        try:
+            found = self._resolve(i)
+        finally:
+            walk.depth = depth
+        if walk.cut:
+            self._memo[(i, depth)] = found
+            self._cut_short = True
+        else:
+            self._memo[i] = found
+        walk.cut = walk.cut or outer
+        return found
 
     def _member_of(self, c: int, name: str) -> list[int]:
         raise NotImplementedError
@@ -100,20 +151,25 @@ class Typed:
     def _typed(self, i: int, src: str, path: str, var: str, name: str) -> tuple[list[int], str]:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
         of the class ``var`` is bound to, is called, or names (see the module's doc)."""
-        names = [var, var[5:]] if var.startswith("this.") else [var]  # ``this.s``, field ``s``
+        field = var[5:] if var.startswith("this.") else ""  # ``this.s``: also the field ``s``
         scope: str | None = self._csym[i]
         binds = None  # the variable's, else a field of an enclosing class, else the module's
         while not binds and scope is not None:
-            binds = [b for v in names for b in self._binds.get((src, path, scope, v), ())]
+            binds = self._binds.get((src, path, scope, var))
+            if field:
+                binds = (binds or []) + self._binds.get((src, path, scope, field), [])
             scope = scope.rpartition(".")[0] if scope else None
         typed = self._on(binds, path, name) if binds else ([], "")
-        called = callee(var)
+        called = callee(var) if var.endswith(")") else None
         if not typed[0] and called is not None:  # ``Engine(cfg).run()``, ``make().run()``
             typed = self._on(self._call_rows(i, src, path, called), path, name)
         if typed[0] or called is not None:
             return typed
-        local = [c for c in self._file_defs.get((src, path), {}).get(var, ()) if c != i]
-        found = [j for c in local for j in self._member_of(c, name)]  # ``Engine.run``
+        defs = self._file_defs.get((src, path))
+        local = defs.get(var) if defs is not None else None
+        if not local:
+            return [], ""
+        found = [j for c in local if c != i for j in self._member_of(c, name)]  # ``Engine.run``
         return (found, EXACT) if found else ([], "")
 
     def _on(self, rows: list[int], path: str, name: str) -> tuple[list[int], str]:
