@@ -20,7 +20,9 @@ writer has committed since.  A name used in a file is resolved, in order:
    ``fmt``) resolves to nothing.
 
 C and C++ names resolve through ``#include`` (storage/refc.py), PHP names through the
-namespaces definitions declare (storage/refphp.py), C# names by full name (refcsharp.py).
+namespaces definitions declare (storage/refphp.py), C# names by full name (refcsharp.py);
+what a member is used on is typed by storage/reftyped.py (variables' classes, calls'
+results).
 """
 
 from __future__ import annotations
@@ -66,8 +68,6 @@ _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Languages where a bare name can call a member of the enclosing class.
 _BARE_MEMBERS: Final = frozenset({"java", "ruby"})
 _MEMBER: Final = re.compile(r"\.|::")
-
-
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
 #: package's ``__init__.py`` (``from .x import *``).
 _REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx", "__init__.py")
