@@ -23,6 +23,10 @@ from codechunkd.storage.reftyped import callee
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, quote
 
+_RETURNS = "(kind = 'binds' AND qualifier LIKE '%()')"
+"""What functions return (``def make() -> T``: a ``make()`` row): read with the skeleton,
+as a call's result may be typed by a function of any file."""
+
 __all__ = ["CALL_KINDS", "HIT_CALLERS", "MAX_IMPACT", "Caller", "ReferenceQueries"]
 
 CALL_KINDS = frozenset({"call"})
@@ -98,7 +102,7 @@ class ReferenceQueries:
             if self._graph is not None and self._graph.version == snap.version:
                 return self._graph, True
             if self._skeleton is None or self._skeleton.version != snap.version:
-                rows = pylists(snap.scan(COLUMNS, in_list("kind", SKELETON)))
+                rows = pylists(snap.scan(COLUMNS, f"{in_list('kind', SKELETON)} OR {_RETURNS}"))
                 self._skeleton = RefGraph(snap.version, rows, files=snap.files())
             return self._skeleton, False
 
@@ -121,35 +125,18 @@ class ReferenceQueries:
         asked = [in_list(c, v) for c, v in (("name", names), ("path", paths)) if v]
         if not asked:
             return skeleton
-        uses = snap.scan(COLUMNS, f"NOT {in_list('kind', SKELETON)} AND ({' OR '.join(asked)})")
+        skeletal = f"{in_list('kind', SKELETON)} OR {_RETURNS}"  # read already
+        uses = snap.scan(COLUMNS, f"NOT ({skeletal}) AND ({' OR '.join(asked)})")
         files = set(uses.column("path").to_pylist()) - paths
-        if files:  # what gives a variable its class (``_typed``), in the files that use it
-            binds = f"kind = 'binds' AND {in_list('path', files)}"
-            if names:
-                binds += f" AND NOT {in_list('name', names)}"
-            uses = pa.concat_tables([uses, snap.scan(COLUMNS, binds)])
-            uses = pa.concat_tables([uses, *self._typing(snap, uses, files, " OR ".join(asked))])
+        if files:  # what types the names' qualifiers (``_typed``), in the files that use them
+            quals = uses.column("qualifier").to_pylist()
+            called = {c.rpartition(".")[2] for q in quals if q[-1:] == ")" and (c := callee(q))}
+            wanted = f"kind = 'binds' AND NOT {_RETURNS}"
+            if called:  # ``Engine(cfg).run``: the call of ``Engine``
+                wanted = f"({wanted} OR (kind = 'call' AND {in_list('name', called)}))"
+            typing = f"{in_list('path', files)} AND {wanted} AND NOT ({' OR '.join(asked)})"
+            uses = pa.concat_tables([uses, _typing(snap.scan(COLUMNS, typing), quals, names)])
         return skeleton.with_uses(pylists(uses))
-
-    @staticmethod
-    def _typing(snap: RefSnapshot, uses: pa.Table, files: set[str], read: str) -> list[pa.Table]:
-        """The rows ``storage/reftyped.py`` reads to type the qualifiers of ``uses`` that
-        are calls (``Engine(cfg).run``: the call of ``Engine`` in ``files``) and the
-        variables bound to a call's result (``x = make()``: ``make``'s ``-> T``, wherever
-        ``make`` is); none already read (``read``, and every ``binds`` row of ``files``)."""
-        quals = uses.column("qualifier").to_pylist()
-        called = {c.rpartition(".")[2] for q in quals if (c := callee(q))}
-        kinds, named = uses.column("kind").to_pylist(), uses.column("name").to_pylist()
-        results = {f"{n}()" for n in called} | {
-            f"{n}()" for k, n in zip(kinds, named, strict=True) if k == "binds"
-        }
-        if not results:
-            return []
-        paths = in_list("path", files)
-        where = [f"kind = 'binds' AND {in_list('qualifier', results)} AND NOT {paths}"]
-        if called:
-            where.append(f"kind = 'call' AND {in_list('name', called)} AND {paths}")
-        return [snap.scan(COLUMNS, f"{w} AND NOT ({read})") for w in where]
 
     def _sources(self, repo: str | None) -> set[str] | None:
         if repo is None:
@@ -299,3 +286,29 @@ class ReferenceQueries:
             budget=budget,
             prefix=prefix,
         )
+
+
+def _typing(rows: pa.Table, quals: list[str], names: set[str]) -> pa.Table:
+    """Of ``rows`` (the ``binds`` rows and the calls of the called functions of the files a
+    question's names are used in), the ones that type a qualifier in ``quals`` (the names'
+    uses'), or a variable they hide (``names``): the calls, and a variable's ``binds`` rows,
+    with those of the variable its value was called on, in turn (``u, err := t.Parse(s)``:
+    ``t``'s). The rest would only slow the question down."""
+    kinds, variables = rows.column("kind").to_pylist(), rows.column("qualifier").to_pylist()
+    modules = rows.column("module").to_pylist()
+    by_variable: dict[str, list[int]] = {}
+    heads = set(names)
+    for k, (kind, var) in enumerate(zip(kinds, variables, strict=True)):
+        if kind == "binds":
+            by_variable.setdefault(var, []).append(k)
+        elif var and var[-1:] != ")":  # a call's qualifier, typed in turn (``_call_rows``)
+            heads.add(var)
+    for q in quals:
+        if q and q[-1:] != ")":
+            heads |= {q, q[5:]} if q.startswith("this.") else {q}
+    keep = [kind != "binds" for kind in kinds]
+    while heads:  # a variable, the variable its value was called on, …
+        for k in by_variable.pop(heads.pop(), ()):
+            keep[k] = True
+            heads |= {modules[k]} & by_variable.keys()
+    return rows.filter(pa.array(keep, type=pa.bool_()))
