@@ -467,8 +467,11 @@ def _bind(language: str, kind: str, caps: dict[str, list[Node]], source: bytes) 
         return []  # ``s string``, ``n := len(b)``: no class of the source's
     if language == "go" and kind == "binds_result" and cls.startswith("New") and cls[3:4].isupper():
         return []  # ``binds_new``'s
-    bound = {"binds_this": "this.", "binds_ret": ""}.get(kind, "") + _span(var[0], source)
-    bound += "()" if kind == "binds_ret" else ""
+    bound = _span(var[0], source)
+    if kind == "binds_this":  # a parameter property: the field
+        bound = f"this.{bound}"
+    elif kind == "binds_ret":  # what calling the function gives
+        bound = f"{bound}()"
     pkg = caps.get("pkg")
     module = _package(pkg, source) or _scope(language, typ[0], source)
     if pkg and pkg[0].type == "this":

@@ -83,10 +83,11 @@ PYTHON: Final = [
         )
         for callee in ("(identifier) @name", _THROUGH)
     ),
-    ("binds_return", "(function_definition name: (identifier) @var return_type: (type) @type)"),
+    ("binds_ret", "(function_definition name: (identifier) @var return_type: (type) @type)"),
 ]
-PYTHON_BINDS: Final = frozenset({"binds_py", "binds_alias", "binds_return", "binds_result"})
-"""The kinds :func:`binds` reads."""
+PYTHON_BINDS: Final = frozenset({"binds_py", "binds_alias", "binds_ret"})
+"""The kinds :func:`binds` reads (``binds_result`` and ``binds_call`` are read as in any
+language)."""
 
 _WRAPPERS: Final = frozenset(
     f"{m}{w}" for m in ("", "t.", "typing.") for w in ("Optional", "Type", "type")
@@ -163,14 +164,6 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
     var = caps.get("var")
     if not var:
         return []
-    if kind == "binds_result":  # the callee: a class, or a function and its ``-> T``
-        called, pkg = caps["name"][0], caps.get("pkg")
-        module = _text(pkg[0], source) if pkg else ""
-        if len(module) > _MAX:
-            return []
-        cls, variable = _text(called, source)[:_MAX], _text(var[0], source)[:_MAX]
-        line, byte = called.start_point[0] + 1, called.start_byte + 1
-        return [Ref(cls, variable, "binds", line, byte, module)]
     if kind == "binds_alias":
         alias = caps.get("alias")
         typ = _parameter(var[0], _text(alias[0], source)) if alias else None
@@ -179,7 +172,7 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
     named = annotated(typ, source)
     if typ is None or named is None or len(named[0]) > _MAX or not named[0].isidentifier():
         return []
-    bound = _text(var[0], source) + ("()" if kind == "binds_return" else "")
+    bound = _text(var[0], source) + ("()" if kind == "binds_ret" else "")
     at = var[0] if kind == "binds_alias" else typ  # the chunk that holds the row
     line, byte = at.start_point[0] + 1, at.start_byte + 1
     return [Ref(named[0], bound[:_MAX], "binds", line, byte, named[1][:_MAX])]

@@ -378,9 +378,9 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         name, kind = self._name[i], self._kind[i]
         if not self.defs_by_name.get(name) and kind != "import" and name not in imports:
             return True
-        here = (self._src[i], self._path[i], self._csym[i], name)
-        hidden = here[2] and not self._qual[i] and here in self._binds
-        return bool(hidden) and kind not in {"import", "binds"}
+        if kind in {"import", "binds"} or self._qual[i] or not self._csym[i]:
+            return False
+        return (self._src[i], self._path[i], self._csym[i], name) in self._binds
 
     def _through(self, j: int, src: str, path: str, rest: str, name: str) -> list[int]:
         """``name`` on what the import row ``j`` binds (``rest``: the qualifier's path after
