@@ -126,7 +126,8 @@ class ReferenceQueries:
         if not asked:
             return skeleton
         skeletal = f"{in_list('kind', SKELETON)} OR {_RETURNS}"  # read already
-        uses = snap.scan(COLUMNS, f"NOT ({skeletal}) AND ({' OR '.join(asked)})")
+        read = " OR ".join(asked)
+        uses = snap.scan(COLUMNS, f"NOT ({skeletal}) AND ({read})")
         files = set(uses.column("path").to_pylist()) - paths
         if files:  # what types the names' qualifiers (``_typed``), in the files that use them
             quals = uses.column("qualifier").to_pylist()
@@ -134,7 +135,7 @@ class ReferenceQueries:
             wanted = f"kind = 'binds' AND NOT {_RETURNS}"
             if called:  # ``Engine(cfg).run``: the call of ``Engine``
                 wanted = f"({wanted} OR (kind = 'call' AND {in_list('name', called)}))"
-            typing = f"{in_list('path', files)} AND {wanted} AND NOT ({' OR '.join(asked)})"
+            typing = f"{in_list('path', files)} AND {wanted} AND NOT ({read})"
             uses = pa.concat_tables([uses, _typing(snap.scan(COLUMNS, typing), quals, names)])
         return skeleton.with_uses(pylists(uses))
 

@@ -3,13 +3,16 @@ storage/refgraph.py is a :class:`Typed`).
 
 ``ctx.invoke()`` means ``Context.invoke`` when the use's definition (or an enclosing one, or
 the module) binds ``ctx`` to ``Context``: a ``binds`` row (``ctx: Context``,
-``ctx = Context()``, Go's receivers, TypeScript's ``new``).  And in Python, besides:
+``ctx = Context()``, Go's receivers, TypeScript's ``new``).  Besides:
 
-- ``self.conn.send()``: ``self.conn`` bound in any method of the class (``__init__``'s
-  ``self.conn = Connection()`` or ``self.conn: Connection``);
-- ``s = open_session()``, ``with open_session() as s``, ``open_session().send()``: what the
-  function's ``-> Session`` says it gives (a ``binds`` row ``open_session()`` in the
-  function's own chunk); a callee with no annotation is taken for a class;
+- ``self.conn.send()`` (Python), ``this.conn.send()`` (TypeScript): ``self.conn`` bound in
+  any method of the class (``self.conn = Connection()``, ``self.conn: Connection``), a
+  field's declared class, a constructor's parameter property;
+- ``s = open_session()``, ``with open_session() as s``, ``open_session().send()``,
+  ``c = self.get()``, Go's ``u, err := t.Parse(s)``: what the function (or the method of
+  the variable's class) says it gives: a ``binds`` row ``open_session()`` in the
+  function's own chunk, from ``-> Session``, ``: Session`` or a Go result; a callee with no
+  such row is taken for a class;
 - ``Engine(cfg).run()``: the class called; ``Engine.run`` (a class of the same file, not a
   variable): its member.
 """
