@@ -23,7 +23,9 @@ given a class: in Python by an annotation or a constructor call, ``ctx: Context`
 composite literal, ``new`` or a ``NewT`` constructor, ``func (b *Writer)``,
 ``w := &Writer{}``, ``m := http.NewServeMux()``: ``name`` is the class, ``qualifier`` the
 variable, ``module`` the package the class is named through as written (``http``), if any;
-so ``ctx.invoke()``, ``b.Flush()`` and ``m.Handle()`` resolve through it).
+so ``ctx.invoke()``, ``b.Flush()`` and ``m.Handle()`` resolve through it), and ``defines``
+(a name bound outside any function, ``MAX = 3``, ``Color.RED``: ``chunking/refs_defines.py``;
+``qualifier`` its qualified name), which the store writes as a definition.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
 from codechunkd.chunking.refs_csharp import CSHARP
+from codechunkd.chunking.refs_defines import DEFINES, qualified
+from codechunkd.chunking.refs_defines import KIND as DEFINES_KIND
 from codechunkd.chunking.refs_python import PYTHON, PYTHON_BINDS, binds
 from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY
 
@@ -313,6 +317,8 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "cuda": CPP,
 }
 """Per language: (kind, one tree-sitter query pattern) pairs."""
+for _language, _patterns in DEFINES.items():  # names bound outside functions: refs_defines
+    QUERIES[_language] = [*QUERIES[_language], *((DEFINES_KIND, p) for p in _patterns)]
 
 # Node types whose ``name`` field is the name a definition declares (not a use of it).
 _DECLARES: Final = frozenset(
@@ -392,6 +398,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     query, kinds = _query(language)
     found: dict[int, Ref] = {}
     imports: list[Ref] = []
+    defines: list[Ref] = []
     cursor = QueryCursor(query)
     cursor.set_max_start_depth(MAX_DEPTH)
     for index, caps in cursor.matches(tree.root_node):
@@ -410,6 +417,12 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         if not names:
             continue
         node = names[0]
+        if kind == DEFINES_KIND:
+            name = _span(node, source)
+            qual = qualified(node, name, source) if len(name) <= _MAX_NAME else None
+            if qual is not None and len(qual) <= _MAX_NAME:
+                defines.append(Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte))
+            continue
         if kind == "macro_call":  # ``assert_eq!(x, f(y))``: a macro's tokens are not parsed
             got = _token_call(node, caps.get("args"), source)
             if got is None:
@@ -440,7 +453,9 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         old = found.get(node.start_byte)
         if old is None or (_PRIORITY[kind], not qual) < (_PRIORITY[old.kind], not old.qualifier):
             found[node.start_byte] = ref
-    refs = list(found.values()) + imports
+    imported = {r.name for r in imports if r.kind == "import"}
+    defines = [d for d in defines if d.qualifier != d.name or d.name not in imported]
+    refs = list(found.values()) + imports + defines
     refs.sort(key=lambda r: r.byte)
     return refs
 

@@ -10,7 +10,9 @@ Until then (and for the instant between two commits) a reader may see new refere
 old chunks: a ``chunk_id`` that is not yet (or no longer) a row.
 
 One row per definition (``kind`` ``definition``: ``name`` is the last part of the qualified
-name, in lower case where the language ignores case, ``qualifier`` the whole of it) and
+name, in lower case where the language ignores case, ``qualifier`` the whole of it; the
+definitions of a chunk's functions and classes at its first line, the constants, variables
+and fields it binds outside a function at theirs) and
 one per :class:`~codechunkd.chunking.references.Ref` of a chunk.  Rows carry the source,
 branch, commit and blob of their chunk, so they are exactly as fresh as it, and they are
 made from the chunk alone (no other file is read): content-addressed like the chunks, a
@@ -34,10 +36,26 @@ from codechunkd.storage.refnames import used_name
 if TYPE_CHECKING:
     from codechunkd.git.changes import Head, Source
 
-__all__ = ["DEFINITION", "Definition", "Use", "reference_rows", "replace_references"]
+__all__ = [
+    "DEFINES",
+    "DEFINITION",
+    "VALUE",
+    "Definition",
+    "Use",
+    "reference_rows",
+    "replace_references",
+]
 
 DEFINITION = "definition"
 """``kind`` of a definition row."""
+DEFINES = "defines"
+"""``kind`` of a chunk's :class:`~codechunkd.chunking.imports.Ref` for a name it binds
+outside any function (``MAX = 3``, ``Color.RED``: ``chunking/refs_defines.py``), written
+as a definition row whose ``module`` is :data:`VALUE`."""
+VALUE = "value"
+"""``module`` of a definition row that names a value (``MAX = 3``), not a function, class or
+type: a use resolves to it in its own file or through an import, never by name alone (a
+local ``t`` elsewhere is not ``copy.py``'s module variable ``t``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +133,15 @@ def reference_rows(
                 rid = hashlib.sha256(f"{base}d{i}".encode()).hexdigest()[:32]
                 name = used_name(qualified, c.language)
                 add(rid, f, c, DEFINITION, name, qualified, "", c.start_line)
+            defined = set(names)
             for i, r in enumerate(c.refs):
                 rid = hashlib.sha256(f"{base}r{i}".encode()).hexdigest()[:32]
-                add(rid, f, c, r.kind, r.name, r.qualifier, r.module, r.line)
+                if r.kind != DEFINES:
+                    add(rid, f, c, r.kind, r.name, r.qualifier, r.module, r.line)
+                elif r.qualifier not in defined:  # ``MAX = 3``: a definition, once a chunk
+                    defined.add(r.qualifier)
+                    name = used_name(r.qualifier, c.language)
+                    add(rid, f, c, DEFINITION, name, r.qualifier, VALUE, r.line)
     return pa.table(
         [pa.array(cols[f.name], type=f.type) for f in S.REFERENCES_SCHEMA],
         schema=S.REFERENCES_SCHEMA,

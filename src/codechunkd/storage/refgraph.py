@@ -36,7 +36,7 @@ from typing import Any, Final, TypeVar
 
 from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.refcsharp import CSharpNames
-from codechunkd.storage.references import DEFINITION, Definition, Use
+from codechunkd.storage.references import DEFINITION, VALUE, Definition, Use
 from codechunkd.storage.refnames import (
     BY_NAME,
     CASELESS,
@@ -93,6 +93,11 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
+_Forms = tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]
+"""A name's definitions split by form (``RefGraph._forms``): members, functions, members by
+their class's name and by its name lower-cased."""
+
+
 class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
     """The resolved reference graph of every source of one index (a table version)."""
 
@@ -133,10 +138,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         self._by_src_name: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._memo: dict[int | tuple[int, int], tuple[list[int], str]] = {}
         self._module_memo: dict[tuple[str, str, str, str, int], list[int]] = {}
-        self._form_cache: dict[
-            tuple[str, str, str],
-            tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]],
-        ] = {}
+        self._form_cache: dict[tuple[str, str, str], _Forms] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
         self._c = CMemo()  # ``CFamily``'s: scopes, includes, classes
@@ -159,7 +161,8 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             kind = self._kind[i]
             if kind == DEFINITION:
                 self.defs_by_name[name].append(i)
-                self._by_src_name[(self._src[i], family(self._lang[i]), name)].append(i)
+                if self._mod[i] != VALUE:  # ``MAX = 3`` is no by-name guess's: imported or here
+                    self._by_src_name[(self._src[i], family(self._lang[i]), name)].append(i)
                 parts = self._sym[i].split(".")
                 if len(parts) > 1:
                     self._members[(self._src[i], parts[-2], name)].append(i)
@@ -560,9 +563,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         mine = by_owner.get(here[-2]) if len(here) > 1 else None
         return mine or members
 
-    def _forms(
-        self, src: str, fam: str, name: str, rows: list[int]
-    ) -> tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]:
+    def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> _Forms:
         """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
         once: members, functions, members by their class's name and by its name lower-cased."""
         got = self._form_cache.get((src, fam, name))

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from codechunkd.storage.references import DEFINITION
+from codechunkd.storage.references import DEFINITION, VALUE
 from codechunkd.storage.refgraph import BY_NAME, RefGraph
 
 __all__ = ["MapEntry", "pagerank", "repo_map"]
@@ -129,7 +129,13 @@ def repo_map(
         rows = [j for j, _ in best] or _in_file_order(g, own.get(path, ()))
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
         defs = tuple(
-            (g._chunk[j], _shown(g._qual[j], sigs.get(g._chunk[j])), g._line[j]) for j in rows
+            # a value (``MAX = 3``) is named alone: its chunk's signature is another's
+            (
+                g._chunk[j],
+                _shown(g._qual[j], None if g._mod[j] == VALUE else sigs.get(g._chunk[j])),
+                g._line[j],
+            )
+            for j in rows
         )
         text = render([MapEntry(path=path, rank=rank[path], definitions=defs)])
         cost = count_tokens([text])[0]

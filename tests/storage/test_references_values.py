@@ -1,0 +1,108 @@
+"""Constants, module variables and class attributes as definitions, on a real index: what
+``defs`` and ``refs`` answer for them.
+
+Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
+"""
+
+from __future__ import annotations
+
+from tests.conftest import Indexer, Repo
+from tests.storage.test_references import index_of
+
+from codechunkd.config import Settings
+from codechunkd.storage.reader import Index
+
+SETTINGS = '''"""Settings of the client: retries, timeouts and colours."""
+
+import os
+
+MAX_RETRIES = 3
+TIMEOUT: float = 2.5
+if os.name == "nt":
+    SEP = "\\\\"
+else:
+    SEP = "/"
+
+
+class Color:
+    RED = 1
+
+    def paint(self):
+        return Color.RED
+
+
+def retries():
+    return MAX_RETRIES
+'''
+CLIENT = '''"""The client."""
+
+import settings
+from settings import MAX_RETRIES, Color
+
+
+def go():
+    return MAX_RETRIES, settings.TIMEOUT, Color.RED
+
+
+def other():
+    TIMEOUT = 1
+    return TIMEOUT
+'''
+LONELY = '''"""A module that names a constant it never imports."""
+
+
+def guess():
+    return MAX_RETRIES
+'''
+
+
+def _index(repo: Repo, indexer: Indexer, settings: Settings) -> Index:
+    files = {"settings.py": SETTINGS, "client.py": CLIENT, "lonely.py": LONELY}
+    return index_of(repo, indexer, settings, files)
+
+
+def test_a_constant_is_defined_where_it_is_bound_and_used_where_it_is_named(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``defs`` finds a module constant, an annotated one, one bound in both arms of an
+    ``if`` and a class attribute at their lines; ``refs`` finds their uses in the same
+    file (``exact``) and through imports (``imported``, ``settings.TIMEOUT`` too), but not
+    a function's local of the same name, nor a bare name in a file that never imports
+    it (no guess by name for a value: ``MAX_RETRIES`` there is undefined)."""
+    index = _index(repo, indexer, settings)
+    assert {(d.path, d.line) for d in index.definitions("MAX_RETRIES")} == {("settings.py", 5)}
+    assert {(d.path, d.line) for d in index.definitions("TIMEOUT")} == {("settings.py", 6)}
+    assert {(d.path, d.line) for d in index.definitions("SEP")} == {("settings.py", 8)}
+    assert {(d.path, d.symbol) for d in index.definitions("Color.RED")} == {
+        ("settings.py", "Color.RED")
+    }
+    for ask in (_asked(index), _whole(index)):
+        assert ask("MAX_RETRIES") == {
+            ("settings.py", 21, "exact"),
+            ("client.py", 4, "imported"),
+            ("client.py", 8, "imported"),
+        }, ask
+        assert ask("TIMEOUT") == {("client.py", 8, "imported")}, ask
+        assert ask("Color.RED") == {
+            ("settings.py", 17, "exact"),
+            ("client.py", 8, "imported"),
+        }, ask
+
+
+def _asked(index: Index):  # type: ignore[no-untyped-def]
+    """Uses as a question reads them (the skeleton and the rows about the name)."""
+
+    def uses(symbol: str) -> set[tuple[str, int, str]]:
+        return {(u.path, u.line, u.how) for u in index.references(symbol)}
+
+    return uses
+
+
+def _whole(index: Index):  # type: ignore[no-untyped-def]
+    """Uses as the whole graph a daemon keeps resolves them."""
+    graph = index.refs.graph()
+
+    def uses(symbol: str) -> set[tuple[str, int, str]]:
+        return {(u.path, u.line, u.how) for u in graph.uses_of(graph.definitions(symbol))}
+
+    return uses
