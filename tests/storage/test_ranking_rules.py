@@ -10,7 +10,7 @@ from tests.conftest import finishes_within, index_of
 from codechunkd.errors import ConfigError
 from codechunkd.storage import ranking
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import SYMBOL_EXACT_BOOST, code_names, symbol_query
+from codechunkd.storage.symbols import SYMBOL_EXACT_BOOST, code_names, symbol_query
 
 CART = """\
 def apply_discount(cart, code):

@@ -1,5 +1,5 @@
 """Constants, module variables and class attributes as definitions, on a real index: what
-``defs`` and ``refs`` answer for them.
+``defs`` and ``refs`` answer for them, and what a search that names one finds.
 
 Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
 """
@@ -106,3 +106,20 @@ def _whole(index: Index):  # type: ignore[no-untyped-def]
         return {(u.path, u.line, u.how) for u in graph.uses_of(graph.definitions(symbol))}
 
     return uses
+
+
+def test_a_search_that_names_a_constant_finds_where_it_is_bound(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A query that is a constant's name, or asks where it is defined, has the chunk that
+    binds it first (module code, with no symbol of its own), in every mode, and the
+    class attribute through its class's name."""
+    index = _index(repo, indexer, settings)
+    binding = next(r for r in index.file("settings.py") if "MAX_RETRIES = 3" in r.content)
+    assert binding.symbol == ""  # module code: neither retriever's symbol matched it
+    for query in ("MAX_RETRIES", "where is MAX_RETRIES defined"):
+        for mode in ("hybrid", "text", "vector"):
+            hits = index.search(query, k=3, mode=mode)
+            assert hits[0].id == binding.id, (query, mode, [(h.path, h.symbol) for h in hits])
+    hits = index.search("Color.RED", k=3)
+    assert hits[0].path == "settings.py" and "RED = 1" in hits[0].content
