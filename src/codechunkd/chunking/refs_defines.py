@@ -11,9 +11,9 @@ as a definition row of the chunk holding it (``storage/references.py``). So ``de
 ``refs`` answer for them, a search that names one finds its chunk, and a use in the same
 file resolves to it.
 
-Left out: a function's locals (the patterns are anchored at the top level or in a class
-body, and :func:`qualified` walks up from each name: a function around it makes it one),
-dunder names (``__all__``, ``__slots__``: plumbing, in every module), ``_``,
+Left out: a function's locals (:func:`qualified` walks up from each name: a function around
+it makes it a local; besides, only Python's patterns are not anchored at the top level or
+in a class body), dunder names (``__all__``, ``__slots__``: plumbing, in every module), ``_``,
 a name the file also imports (``try: from x import y`` / ``except ImportError: y = None``:
 the uses mean the import), ``#define``s without a value (include guards, feature flags).
 """

@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "add_parsers"]
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("defs", help="where a symbol is defined (from the references table)")
+    p = sub.add_parser("defs", help="where a name is defined or bound (from the references table)")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
     p.add_argument("--repo", help="only this repository (its root path)")
     common.options(p)

@@ -55,7 +55,8 @@ def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
             str | None, Field(description="Only this repository (its root folder).")
         ] = None,
     ) -> CallToolResult:
-        """Find where a function, method, class or type is defined.
+        """Find where a function, method, class or type is defined, or a constant, variable
+        or field bound (`MAX_RETRIES`, `Color.RED`).
 
         Use it to jump from a name to its code (then `read_chunks` with the ids).
         Returns each definition's path, line, qualified symbol and chunk id.
