@@ -169,3 +169,29 @@ interface Api { int VERSION = 2; }
     }
     c = "#ifndef X_H\n#define X_H\n#define MAX_PATH 260\n#define SQR(x) ((x) * (x))\n#endif\n"
     assert _defined("x.h", c) == {"MAX_PATH": 3}
+
+
+def test_ruby_constants_in_their_modules_and_classes() -> None:
+    """Ruby's constants, qualified by the modules and classes around them as Ruby's
+    definitions are (``Shop.Cart.LIMIT``; ``class Shop::Order`` is ``Order``); not a
+    method's variables."""
+    src = """module Shop
+  VERSION = "1.0"
+  class Cart
+    LIMIT = 10
+    def total
+      count = 1
+    end
+  end
+end
+TOP = 3
+class Shop::Order
+  STATES = []
+end
+"""
+    assert _defined("shop.rb", src) == {
+        "Shop.VERSION": 2,
+        "Shop.Cart.LIMIT": 4,
+        "TOP": 10,
+        "Order.STATES": 12,
+    }

@@ -106,7 +106,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "php": 2,
     "cmake": 1,
     "csharp": 2,
-    "ruby": 1,
+    "ruby": 2,
     "python": 4,
     "go": 2,
     "bash": 1,
@@ -148,10 +148,11 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   (``function make(): T``: a ``make()`` row) and calls' results (``const s = make()``);
   with javascript 2: a function value cast or in parentheses (``= function f() {…} as
   any``, ``= (function () {…})``) is a function.
-- python 4, go 2, javascript 3, typescript and tsx 4, rust, java, c, cpp and cuda 1: names
-  bound outside any function are definitions (``MAX = 3``, ``Color.RED``, Go's ``const``
-  and ``var``, top-level ``const`` and class fields, Rust's ``const`` and ``static``, Java's
-  fields and enum constants, ``#define X 1``: ``chunking/refs_defines.py``).
+- python 4, go 2, javascript 3, typescript and tsx 4, ruby 2, rust, java, c, cpp and cuda
+  1: names bound outside any function are definitions (``MAX = 3``, ``Color.RED``, Go's
+  ``const`` and ``var``, top-level ``const`` and class fields, Rust's ``const`` and
+  ``static``, Java's fields and enum constants, Ruby's constants, ``#define X 1``:
+  ``chunking/refs_defines.py``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -1,7 +1,8 @@
 """The names a file binds outside any function: module constants and variables, class
 attributes and fields (``MAX_RETRIES = 3``, ``Draft7Validator = create(…)``, a dataclass's
 ``name: str``, Go's ``const``/``var``, a TypeScript ``export const routes = […]`` or class
-field, Rust's ``const``/``static``, Java's fields and enum constants, C's ``#define X 1``).
+field, Rust's ``const``/``static``, Java's fields and enum constants, Ruby's constants, C's
+``#define X 1``).
 
 Functions and classes are definitions through the chunker (a chunk's ``names``); these are
 not chunks of their own, so ``chunking/references.py`` runs :data:`DEFINES`' patterns with
@@ -66,6 +67,7 @@ DEFINES: Final[dict[str, list[str]]] = {
         "(enum_body (enum_constant name: (identifier) @name))",
         f"(enum_body_declarations (field_declaration declarator: {_JAVA_DECLARED}))",
     ],
+    "ruby": ["(assignment left: (constant) @name)"],  # ``VERSION = "1.0"``: a constant
     "c": ["(preproc_def name: (identifier) @name value: (preproc_arg))"],
     "cpp": ["(preproc_def name: (identifier) @name value: (preproc_arg))"],
 }
@@ -77,7 +79,8 @@ _CLASSES: Final = frozenset(
         "class_definition",  # Python
         "class_declaration",  # JavaScript, TypeScript, Java
         "abstract_class_declaration",
-        "class",
+        "class",  # JavaScript's class expression, Ruby's class
+        "module",  # Ruby
         "interface_declaration",
         "enum_declaration",
         "record_declaration",
@@ -92,6 +95,8 @@ _FUNCTIONS: Final = frozenset(
         "arrow_function",
         "function_expression",
         "lambda",
+        "method",  # Ruby
+        "singleton_method",
     }
 )
 
@@ -109,8 +114,15 @@ def qualified(node: Node, name: str, source: bytes) -> str | None:
             return None
         if parent.type in _CLASSES:
             named = parent.child_by_field_name("name")
-            if named is None:
+            if named is not None and named.type == "scope_resolution":  # ``class Shop::Cart``
+                named = named.child_by_field_name("name") or named  # as the chunker names it
+            if named is not None:
+                scopes.append(_span(named, source))
+            elif parent.type != "module":  # (Python's file is a ``module`` of no name)
                 return None  # an anonymous class (``new class { x = 1 }``)
-            scopes.append(source[named.start_byte : named.end_byte].decode("utf-8", "replace"))
         parent = parent.parent
     return ".".join([*reversed(scopes), name])
+
+
+def _span(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
