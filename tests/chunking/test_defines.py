@@ -36,6 +36,7 @@ try:
 except ImportError:
     speedup = None
 _ = None
+FIRST = SECOND = 0
 
 
 class Color:
@@ -62,7 +63,7 @@ def helper():
 
 
 def test_python_module_constants_and_class_attributes() -> None:
-    """Module-level names (annotated, unpacked, in ``if``/``else`` and ``try`` arms) and
+    """Module-level names (annotated, unpacked, chained, in ``if``/``else`` and ``try`` arms) and
     class attributes (nested classes qualified by both); not a function's locals, nor a
     class defined in a function, nor ``self.x`` in a method, dunders, ``_``, or a name the
     file imports (``speedup``: its fallback is the same name)."""
@@ -73,9 +74,11 @@ def test_python_module_constants_and_class_attributes() -> None:
         "LOW": 8,
         "HIGH": 8,
         "SEP": 12,
-        "Color.RED": 21,
-        "Color.name": 22,
-        "Color.Inner.DEPTH": 25,
+        "FIRST": 18,
+        "SECOND": 18,
+        "Color.RED": 22,
+        "Color.name": 23,
+        "Color.Inner.DEPTH": 26,
     }
 
 

@@ -399,6 +399,7 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
     found: dict[int, Ref] = {}
     imports: list[Ref] = []
     defines: list[Ref] = []
+    scopes: dict[tuple[int, int, str], str | None] = {}  # ``qualified``'s, for this file
     cursor = QueryCursor(query)
     cursor.set_max_start_depth(MAX_DEPTH)
     for index, caps in cursor.matches(tree.root_node):
@@ -419,7 +420,8 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         node = names[0]
         if kind == DEFINES_KIND:
             name = _span(node, source)
-            qual = qualified(node, name, source) if len(name) <= _MAX_NAME else None
+            holder = caps["scope"][0] if caps.get("scope") else None
+            qual = qualified(name, holder, source, scopes) if len(name) <= _MAX_NAME else None
             if qual is not None and len(qual) <= _MAX_NAME:
                 defines.append(Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte))
             continue

@@ -34,40 +34,50 @@ _TOP_DECLARED: Final = "(variable_declarator name: (identifier) @name)"
 _JAVA_DECLARED: Final = _TOP_DECLARED
 
 DEFINES: Final[dict[str, list[str]]] = {
-    "python": [  # a function's too: ``qualified`` leaves those out
-        f"(assignment left: {t})"
-        for t in (
-            "(identifier) @name",
-            "(pattern_list (identifier) @name)",
-            "(tuple_pattern (identifier) @name)",
-        )
+    # ``@scope``: the node the binding is a statement of, where :func:`qualified` begins
+    "python": [  # a function's block too: ``qualified`` leaves those out
+        *(
+            f"({holder} (assignment left: {t})) @scope"
+            for holder in ("module", "block")
+            for t in (
+                "(identifier) @name",
+                "(pattern_list (identifier) @name)",
+                "(tuple_pattern (identifier) @name)",
+            )
+        ),
+        "(assignment right: (assignment left: (identifier) @name)) @scope",  # ``a = b = 1``
     ],
     "go": [
-        "(source_file (const_declaration (const_spec name: (identifier) @name)))",
-        "(source_file (var_declaration (var_spec name: (identifier) @name)))",
-        "(source_file (var_declaration (var_spec_list (var_spec name: (identifier) @name))))",
+        "(source_file (const_declaration (const_spec name: (identifier) @name))) @scope",
+        "(source_file (var_declaration (var_spec name: (identifier) @name))) @scope",
+        "(source_file (var_declaration (var_spec_list (var_spec name: (identifier) @name))))"
+        " @scope",
     ],
     "javascript": [
-        *(f"(program ({d} {_TOP_DECLARED}))" for d in _JS_DECLARATIONS),
-        *(f"(program (export_statement ({d} {_TOP_DECLARED})))" for d in _JS_DECLARATIONS),
-        "(class_body (field_definition property: (property_identifier) @name))",
+        *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
+        *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
+        "(class_body (field_definition property: (property_identifier) @name)) @scope",
     ],
     "typescript": [
-        *(f"(program ({d} {_TOP_DECLARED}))" for d in _JS_DECLARATIONS),
-        *(f"(program (export_statement ({d} {_TOP_DECLARED})))" for d in _JS_DECLARATIONS),
-        "(class_body (public_field_definition name: (property_identifier) @name))",
+        *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
+        *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
+        "(class_body (public_field_definition name: (property_identifier) @name)) @scope",
     ],
     "rust": [
-        "(source_file (const_item name: (identifier) @name))",
-        "(source_file (static_item name: (identifier) @name))",
+        "(source_file (const_item name: (identifier) @name)) @scope",
+        "(source_file (static_item name: (identifier) @name)) @scope",
     ],
     "java": [
-        f"(class_body (field_declaration declarator: {_JAVA_DECLARED}))",
-        f"(interface_body (constant_declaration declarator: {_JAVA_DECLARED}))",
-        "(enum_body (enum_constant name: (identifier) @name))",
-        f"(enum_body_declarations (field_declaration declarator: {_JAVA_DECLARED}))",
+        f"(class_body (field_declaration declarator: {_JAVA_DECLARED})) @scope",
+        f"(interface_body (constant_declaration declarator: {_JAVA_DECLARED})) @scope",
+        "(enum_body (enum_constant name: (identifier) @name)) @scope",
+        f"(enum_body_declarations (field_declaration declarator: {_JAVA_DECLARED})) @scope",
     ],
-    "ruby": ["(assignment left: (constant) @name)"],  # ``VERSION = "1.0"``: a constant
+    "ruby": [  # ``VERSION = "1.0"``: a constant
+        f"({holder} (assignment left: (constant) @name)) @scope"
+        for holder in ("program", "body_statement")
+    ],
+    # a macro is global wherever it is defined: no ``@scope``
     "c": ["(preproc_def name: (identifier) @name value: (preproc_arg))"],
     "cpp": ["(preproc_def name: (identifier) @name value: (preproc_arg))"],
 }
@@ -101,27 +111,51 @@ _FUNCTIONS: Final = frozenset(
 )
 
 
-def qualified(node: Node, name: str, source: bytes) -> str | None:
-    """``name`` (bound at ``node``) qualified by the classes around it (``Color.RED``), or
+def qualified(
+    name: str,
+    holder: Node | None,
+    source: bytes,
+    scopes: dict[tuple[int, int, str], str | None],
+) -> str | None:
+    """``name``, bound by a statement of ``holder`` (a ``@scope`` capture; None for a C
+    macro, global wherever it is), qualified by the classes around it (``Color.RED``), or
     None when it is not a definition: a dunder name, ``_``, or inside a function (a class
-    defined in a function: its attributes are that function's)."""
+    defined in a function: its attributes are that function's).  ``scopes`` remembers each
+    node's answer for one file, so the names of one block walk up from it once: a node's
+    ``parent`` costs as much as the node is deep (tree-sitter finds it from the root), and
+    90,000 fields of a class 450 classes deep took minutes, a walk from each."""
     if name == "_" or (name.startswith("__") and name.endswith("__")):
         return None
-    scopes: list[str] = []
-    parent = node.parent
-    while parent is not None:
-        if parent.type in _FUNCTIONS:
-            return None
-        if parent.type in _CLASSES:
-            named = parent.child_by_field_name("name")
+    scope = "" if holder is None else _scope(holder, source, scopes)
+    return None if scope is None else f"{scope}.{name}" if scope else name
+
+
+def _scope(node: Node, source: bytes, memo: dict[tuple[int, int, str], str | None]) -> str | None:
+    """The classes ``node`` is or is in, outermost first, joined by ``.`` (``""`` for none),
+    or None inside a function or an anonymous class."""
+    walked: list[Node] = []
+    scope: str | None = ""
+    at: Node | None = node
+    while at is not None:
+        key = (at.start_byte, at.end_byte, at.type)
+        if key in memo:
+            scope = memo[key]
+            break
+        walked.append(at)
+        at = at.parent
+    for n in reversed(walked):  # outermost first
+        if scope is not None and n.type in _FUNCTIONS:
+            scope = None
+        elif scope is not None and n.type in _CLASSES:
+            named = n.child_by_field_name("name")
             if named is not None and named.type == "scope_resolution":  # ``class Shop::Cart``
                 named = named.child_by_field_name("name") or named  # as the chunker names it
             if named is not None:
-                scopes.append(_span(named, source))
-            elif parent.type != "module":  # (Python's file is a ``module`` of no name)
-                return None  # an anonymous class (``new class { x = 1 }``)
-        parent = parent.parent
-    return ".".join([*reversed(scopes), name])
+                scope = f"{scope}.{_span(named, source)}" if scope else _span(named, source)
+            elif n.type != "module":  # (Python's file is a ``module`` of no name)
+                scope = None  # an anonymous class (``new class { x = 1 }``)
+        memo[(n.start_byte, n.end_byte, n.type)] = scope
+    return scope
 
 
 def _span(node: Node, source: bytes) -> str:
