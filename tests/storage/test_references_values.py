@@ -123,3 +123,17 @@ def test_a_search_that_names_a_constant_finds_where_it_is_bound(
             assert hits[0].id == binding.id, (query, mode, [(h.path, h.symbol) for h in hits])
     hits = index.search("Color.RED", k=3)
     assert hits[0].path == "settings.py" and "RED = 1" in hits[0].content
+
+
+def test_the_map_shows_the_line_that_binds_a_value(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``codechunkd map`` (and the MCP ``repo_map``) lists a constant by the line that binds
+    it, and a class attribute under its class, as it lists a function by its signature;
+    the name alone said nothing of what it is."""
+    index = _index(repo, indexer, settings)
+    entries = index.refs.repo_map(count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10_000)
+    shown = {
+        (sig, line) for e in entries if e.path == "settings.py" for _, sig, line in e.definitions
+    }
+    assert {("MAX_RETRIES = 3", 5), ("TIMEOUT: float = 2.5", 6), ("Color: RED = 1", 14)} <= shown

@@ -278,6 +278,10 @@ class ReferenceQueries:
                 r["id"]: r["signature"] for r in self.store.rows_by_id(ids, ["id", "signature"])
             }
 
+        def texts(ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+            rows = self.store.rows_by_id(ids, ["id", "content", "start_line"])
+            return {r["id"]: (r["content"], r["start_line"]) for r in rows}
+
         prefix = path.strip("/") + "/" if path.strip("/") else ""
         return repo_map(
             self.graph(),
@@ -286,6 +290,7 @@ class ReferenceQueries:
             count_tokens=count_tokens,
             budget=budget,
             prefix=prefix,
+            texts=texts,
         )
 
 

@@ -109,10 +109,13 @@ def repo_map(
     count_tokens: Callable[[Sequence[str]], list[int]],
     budget: int,
     prefix: str = "",
+    texts: Callable[[Sequence[str]], dict[str, tuple[str, int]]] | None = None,
 ) -> list[MapEntry]:
     """The map of one source (or all), files under ``prefix`` only, within ``budget`` tokens.
 
-    ``signatures(chunk ids)`` gives each chunk's signature (the ``chunks`` column).
+    ``signatures(chunk ids)`` gives each chunk's signature (the ``chunks`` column);
+    ``texts(chunk ids)`` each chunk's content and first line, for the line that binds a
+    value (``MAX_RETRIES = 3``; without it, a value is shown by its name).
     """
     ranked = g.derived.get(("repo_map", source))  # the graph is of one table version
     if ranked is None:
@@ -128,11 +131,16 @@ def repo_map(
         best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])[:_PER_FILE]
         rows = [j for j, _ in best] or _in_file_order(g, own.get(path, ()))
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
+        values = [g._chunk[j] for j in rows if g._mod[j] == VALUE]
+        bound = texts(values) if texts is not None and values else {}
         defs = tuple(
-            # a value (``MAX = 3``) is named alone: its chunk's signature is another's
             (
                 g._chunk[j],
-                _shown(g._qual[j], None if g._mod[j] == VALUE else sigs.get(g._chunk[j])),
+                # a value (``MAX = 3``) by the line binding it: its chunk's signature is
+                # another definition's, if any
+                _shown(g._qual[j], _line_of(bound.get(g._chunk[j]), g._line[j]))
+                if g._mod[j] == VALUE
+                else _shown(g._qual[j], sigs.get(g._chunk[j])),
                 g._line[j],
             )
             for j in rows
@@ -151,6 +159,23 @@ def repo_map(
 def _in_file_order(g: RefGraph, rows: Sequence[int]) -> list[int]:
     """A file's own definition rows by line, the first :data:`_PER_FILE`."""
     return sorted(rows, key=lambda j: g._line[j])[:_PER_FILE]
+
+
+_LINE_CHARS = 120
+"""A value's binding line is cut to this many characters (``ALL = (…, …, …)``)."""
+
+
+def _line_of(text: tuple[str, int] | None, line: int) -> str | None:
+    """Line ``line`` of a chunk's ``(content, first line)``, stripped and cut; None when
+    the chunk is not there (written or dropped between two reads)."""
+    if text is None:
+        return None
+    content, first = text
+    lines = content.splitlines()
+    if not 0 <= line - first < len(lines):
+        return None
+    shown = lines[line - first].strip()
+    return shown if len(shown) <= _LINE_CHARS else shown[: _LINE_CHARS - 1] + "…"
 
 
 def _shown(symbol: str, signature: str | None) -> str:
