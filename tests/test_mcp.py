@@ -131,8 +131,9 @@ def indexed(repo: Repo, settings: Settings, embedder) -> Repo:  # type: ignore[n
 
 def test_stdio_tools_answer_like_the_cli(indexed: Repo, index_dir: Path, tmp_path: Path) -> None:
     """Over stdio: the four tools are listed with descriptions and schemas, each answers,
-    search equals `codechunkd search --json` (ids, paths, order), and bad arguments
-    are tool errors after which the server still answers."""
+    search equals `codechunkd search --json` (ids, paths, order), an outline names the
+    constants a chunk binds, and bad arguments are tool errors after which the server
+    still answers."""
     queries = [("distance between two points on a sphere", ()), ("slugify", ("--lang", "python"))]
     expected = {q: cli_search(index_dir, q, *extra) for q, extra in queries}
 
@@ -163,6 +164,9 @@ def test_stdio_tools_answer_like_the_cli(indexed: Repo, index_dir: Path, tmp_pat
             outline = ok(await call(s, "outline", path="pkg/geo.py"))
             symbols = [c["symbol"] for c in outline["chunks"]]
             assert {"Point", "Point.__init__", "Point.distance_to", "haversine"} <= set(symbols)
+            module = next(c for c in outline["chunks"] if c["kind"] == "module")
+            assert module["binds"] == ["RADIUS"]  # a constant, in the chunk that binds it
+            assert "binds RADIUS" in text(await call(s, "outline", path="pkg/geo.py"))
             absolute = ok(await call(s, "outline", path=str(indexed.path / "pkg/geo.py")))
             assert absolute == outline
 

@@ -34,6 +34,7 @@ class Answers(Protocol):
 
     def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]: ...
     def outline(self, path: str, repo: str | None) -> list[Any]: ...
+    def values(self, path: str, ids: list[str]) -> dict[str, list[str]]: ...
     def chunk_at(self, path: str, line: int, repo: str | None) -> str: ...
     def chunks(self, ids: list[str]) -> list[tuple[Any, list[Any]]]: ...
     def status(self) -> tuple[dict[str, Any], str]: ...
@@ -214,6 +215,11 @@ class Backend:
                 + f"; paths are relative to the repository root (indexed: {roots})"
             )
         return list(rows)
+
+    def values(self, path: str, ids: list[str]) -> dict[str, list[str]]:
+        """The constants, variables and fields the chunks ``ids`` of ``path`` bind, by id."""
+        found: dict[str, list[str]] = self.index().refs.values_in(path, ids)
+        return found
 
     def chunk_at(self, path: str, line: int, repo: str | None) -> str:
         """The id of the innermost chunk of ``path`` that covers ``line``."""

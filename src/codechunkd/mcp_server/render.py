@@ -105,9 +105,16 @@ def render_hits(
     return "\n".join(lines)
 
 
-def outline_lines(rows: Sequence[Any], budget: int) -> tuple[list[str], int]:
+_BINDS_LISTED = 8
+"""At most this many of a chunk's constants, variables and fields named in an outline."""
+
+
+def outline_lines(
+    rows: Sequence[Any], budget: int, values: Mapping[str, list[str]] | None = None
+) -> tuple[list[str], int]:
     """The outline's text lines for as many of ``rows`` as fit ``budget`` characters, and
-    how many rows that is (at least one: an answer always shows something)."""
+    how many rows that is (at least one: an answer always shows something); a chunk that
+    binds constants, variables or fields (``values``, by id) names them."""
     lines: list[str] = []
     used = count = 0
     last_repo = None
@@ -117,9 +124,12 @@ def outline_lines(rows: Sequence[Any], budget: int) -> tuple[list[str], int]:
             row_lines.append(f"{printable(r.repo)}/{printable(r.path)}:")
         indent = "  " if r.parent_id and r.kind not in ("module",) else ""
         sig = f"  {printable(r.signature, keep_tab=True)}" if r.signature else ""
+        bound = (values or {}).get(r.id, [])
+        listed = ", ".join(printable(v) for v in bound[:_BINDS_LISTED])
+        listed += ", …" if len(bound) > _BINDS_LISTED else ""
         row_lines.append(
             f"  {indent}{r.start_line}-{r.end_line}  {r.kind}  {printable(r.symbol or '-')}{sig}"
-            f"  (id {r.id})"
+            f"  (id {r.id})" + (f"  binds {listed}" if listed else "")
         )
         size = sum(len(line) + 1 for line in row_lines)
         if count and used + size > budget:

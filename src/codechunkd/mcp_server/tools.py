@@ -178,7 +178,8 @@ def _outline(tool: Callable[[Any], Any], backend: Answers) -> None:
             ),
         ] = BUDGET,
     ) -> CallToolResult:
-        """List what one file defines, as indexed: each chunk's kind, symbol, line range and id.
+        """List what one file defines, as indexed: each chunk's kind, symbol, line range and id,
+        and the constants, variables and fields it binds.
 
         Use it to get the shape of a file (its classes, methods, functions) before
         reading it, or to find the id of a chunk for `read_chunks`. Returns the
@@ -187,7 +188,8 @@ def _outline(tool: Callable[[Any], Any], backend: Answers) -> None:
         how many chunks it leaves out.
         """
         rows = backend.outline(path, repo)
-        lines, listed = outline_lines(rows, max_chars)
+        values = backend.values(rows[0].path, [r.id for r in rows])
+        lines, listed = outline_lines(rows, max_chars, values)
         left = len(rows) - listed
         notes = []
         if left:
@@ -203,7 +205,7 @@ def _outline(tool: Callable[[Any], Any], backend: Answers) -> None:
             "via": "index",
             "trimmed": bool(left),
             "notes": notes,
-            "chunks": [row_summary(r) for r in rows[:listed]],
+            "chunks": [row_summary(r) | {"binds": values.get(r.id, [])} for r in rows[:listed]],
         }
         return _result("\n".join(lines), data)
 

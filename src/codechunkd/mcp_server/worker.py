@@ -36,7 +36,10 @@ from codechunkd.storage.request import SearchRequest
 log = logs.get_logger("codechunkd.mcp")
 
 CALLS = frozenset(
-    {"search", "outline", "chunk_at", "chunks", "status", "definitions", "uses", "repo_map"}
+    {
+        *("search", "outline", "values", "chunk_at", "chunks", "status"),
+        *("definitions", "uses", "repo_map"),
+    }
 )
 """The ``Backend`` methods the tools call (tools.py, refs.py)."""
 
@@ -163,6 +166,10 @@ class BackendProcess:
     def outline(self, path: str, repo: str | None) -> list[Any]:
         rows: list[Any] = self.call("outline", path, repo)
         return rows
+
+    def values(self, path: str, ids: list[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = self.call("values", path, list(ids))
+        return found
 
     def chunk_at(self, path: str, line: int, repo: str | None) -> str:
         return str(self.call("chunk_at", path, line, repo))

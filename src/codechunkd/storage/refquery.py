@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from codechunkd.storage.lance_reader import ChunkReader
-from codechunkd.storage.references import DEFINITION
+from codechunkd.storage.references import DEFINITION, VALUE
 from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, RefGraph, Use
 from codechunkd.storage.refnames import short_name, used_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
@@ -245,6 +245,30 @@ class ReferenceQueries:
                     defs = g.definitions(u.chunk_symbol, sources)
                     nxt += [d for d in defs if d.path == u.path]  # (a split one: any part)
             frontier = nxt
+        return out
+
+    def values_in(self, path: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The constants, variables and fields each of ``chunk_ids`` (chunks of ``path``)
+        binds, in file order, by chunk id: the ``references`` table's definitions of values
+        (read through its BTree on ``path``)."""
+        snap = self.store.references_snapshot()
+        if snap is None or not chunk_ids:
+            return {}
+        found = snap.scan(
+            ["chunk_id", "qualifier", "line"],
+            f"path = {quote(path)} AND kind = 'definition' AND module = {quote(VALUE)}",
+        )
+        wanted = set(chunk_ids)
+        rows = sorted(
+            zip(
+                *(found.column(c).to_pylist() for c in ("line", "qualifier", "chunk_id")),
+                strict=True,
+            )
+        )
+        out: dict[str, list[str]] = {}
+        for _, qualifier, cid in rows:
+            if cid in wanted:
+                out.setdefault(cid, []).append(qualifier)
         return out
 
     def callees(self, symbol: str, *, repo: str | None = None) -> list[Use]:
