@@ -121,8 +121,9 @@ func F() int {
 
 
 def test_typescript_and_javascript_top_level_and_class_fields() -> None:
-    """Top-level ``const``/``let``/``var`` (exported or not) and class fields; a function's
-    locals are not, nor a variable given a ``require`` (an import's name)."""
+    """Top-level ``const``/``let``/``var`` (exported or not), class fields and an
+    interface's properties (its methods are the chunker's); a function's locals are not,
+    nor a variable given a ``require`` (an import's name)."""
     ts = """import { a } from "./a";
 export const MAX = 10;
 let counter = 0;
@@ -133,6 +134,7 @@ class Store {
   load() { const inner = 2; return inner; }
 }
 function f() { const hidden = 1; return hidden; }
+interface Options { timeout: number; retry?: boolean; run(): void }
 """
     assert _defined("store.ts", ts) == {
         "MAX": 2,
@@ -140,6 +142,8 @@ function f() { const hidden = 1; return hidden; }
         "routes": 4,
         "Store.DEFAULT": 6,
         "Store.items": 7,
+        "Options.timeout": 11,
+        "Options.retry": 11,
     }
     js = """const fs = require("fs");
 var cache = {};

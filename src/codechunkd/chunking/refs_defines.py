@@ -62,6 +62,7 @@ DEFINES: Final[dict[str, list[str]]] = {
         *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
         *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
         "(class_body (public_field_definition name: (property_identifier) @name)) @scope",
+        "(interface_body (property_signature name: (property_identifier) @name)) @scope",
     ],
     "rust": [
         "(source_file (const_item name: (identifier) @name)) @scope",
