@@ -37,6 +37,7 @@ from tree_sitter import Node, Query, QueryCursor, Tree
 
 from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
+from codechunkd.chunking.predeclared import GO_BUILTIN
 from codechunkd.chunking.refs_c import CPP, DECLARING, SCOPED, C, class_named, declares, scope_of
 from codechunkd.chunking.refs_csharp import CSHARP
 from codechunkd.chunking.refs_defines import DEFINES, qualified
@@ -155,14 +156,6 @@ _GO_NAMED: Final = (
 #: The type of a composite literal or of ``new``: named, or generic, ``List[T]``.
 _GO_VALUES: Final = (*_GO_NAMED, *(f"(generic_type type: {t})" for t in _GO_NAMED))
 _GO_TYPES: Final = (*_GO_VALUES, *(f"(pointer_type {t})" for t in _GO_VALUES))
-_GO_PREDECLARED = (
-    "bool byte complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune "
-    "string uint uint8 uint16 uint32 uint64 uintptr any comparable append cap clear close "
-    "complex copy delete imag len make max min new panic print println real recover"
-)
-_GO_BUILTIN: Final = frozenset(_GO_PREDECLARED.split())
-"""Go's predeclared types and functions: a variable of one, or given one's result, has no
-class a repository defines (no ``binds`` row: a third of a Go source's)."""
 _GO_FIRST: Final = "(short_var_declaration left: (expression_list . (identifier) @var) right: "
 _GO_NEW: Final = (  # ``NewWriter(…)``, ``bufio.NewReader(…)``: Go's constructors are ``NewT``
     "(call_expression function: [(identifier) @name "
@@ -480,7 +473,7 @@ def _bind(language: str, kind: str, caps: dict[str, list[Node]], source: bytes) 
         cls = cls[3:]
     if kind == "binds_call" and not cls.lstrip("_")[:1].isupper():
         return []  # ``x = make()``: a function's result, not (by convention) a class
-    if len(cls) > _MAX_NAME or (language == "go" and cls in _GO_BUILTIN and not caps.get("pkg")):
+    if len(cls) > _MAX_NAME or (language == "go" and cls in GO_BUILTIN and not caps.get("pkg")):
         return []  # ``s string``, ``n := len(b)``: no class of the source's
     if language == "go" and kind == "binds_result" and cls.startswith("New") and cls[3:4].isupper():
         return []  # ``binds_new``'s

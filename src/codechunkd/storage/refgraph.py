@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Final, TypeVar
 
+from codechunkd.chunking.predeclared import GO_BUILTIN
 from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.refcsharp import CSharpNames
 from codechunkd.storage.references import DEFINITION, VALUE, Definition, Use
@@ -312,7 +313,8 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
         if local and not qual and self._lang[i] not in _BARE_MEMBERS:
-            here = self._owner[i]  # a member is not a bare name, a function nested here is
+            # a member is not a bare name, a function nested here is (Go has none: ``string``
+            here = self._owner[i] if self._lang[i] != "go" else ""  # is never ``b.string``)
             local = [
                 j
                 for j in local
@@ -381,6 +383,9 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         name, kind = self._name[i], self._kind[i]
         if not self.defs_by_name.get(name) and kind != "import" and name not in imports:
             return True
+        if self._lang[i] == "go" and not self._qual[i] and name in GO_BUILTIN:  # ``len(b)``:
+            go = self._by_src_name.get((self._src[i], "go", name), ())  # Go's own, unless a
+            return all("." in self._sym[j] for j in go)  # function of the source hides it
         if kind in {"import", "binds"} or self._qual[i] or not self._csym[i]:
             return False
         return (self._src[i], self._path[i], self._csym[i], name) in self._binds

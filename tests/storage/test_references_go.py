@@ -1,0 +1,51 @@
+"""Go's predeclared names on a real index: ``len(b)``, ``string(b)`` and a ``string`` type
+are Go's own, never a method of the package that happens to share the name.
+
+Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
+"""
+
+from __future__ import annotations
+
+from tests.conftest import Indexer, Repo
+from tests.storage.test_references import index_of
+
+from codechunkd.config import Settings
+
+BUF = """package buf
+
+type buffer struct {
+\tb    []byte
+\tname string
+}
+
+func (b *buffer) len() int { return len(b.b) }
+
+func (b *buffer) string() string { return string(b.b) }
+
+func Size(x *buffer) int { return x.len() }
+"""
+COUNT = """package buf
+
+func count(s string) int { return len(s) }
+
+func text(x *buffer) string { return x.string() }
+"""
+
+
+def test_a_predeclared_name_is_never_a_method_of_the_same_name(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``buffer.len`` and ``buffer.string`` are used where they are called on a
+    ``buffer`` (``x.len()``, ``x.string()``), not by the ``len(b.b)`` and ``string(b.b)``
+    inside them (they were ``exact``: a method of an unexported type calling itself), nor by a field or a result
+    of type ``string`` (``exact`` too), nor by ``len(s)`` in another file (a guess by name).
+    Those uses resolve to nothing: Go declares them."""
+    index = index_of(repo, indexer, settings, {"buf/buf.go": BUF, "buf/count.go": COUNT})
+    uses = {(u.path, u.line, u.how) for u in index.references("buffer.len")}
+    assert uses == {("buf/buf.go", 12, "exact")}, uses
+    uses = {(u.path, u.line, u.how) for u in index.references("buffer.string")}
+    assert uses == {("buf/count.go", 5, "imported")}, uses
+    graph = index.refs.graph()
+    for name in ("len", "string"):
+        found = [graph.resolve(i) for i in graph.uses_by_name[name]]
+        assert all(how != "by-name" for _, how in found), (name, found)
