@@ -37,8 +37,9 @@ def test_a_predeclared_name_is_never_a_method_of_the_same_name(
 ) -> None:
     """``buffer.len`` and ``buffer.string`` are used where they are called on a
     ``buffer`` (``x.len()``, ``x.string()``), not by the ``len(b.b)`` and ``string(b.b)``
-    inside them (they were ``exact``: a method of an unexported type calling itself), nor by a field or a result
-    of type ``string`` (``exact`` too), nor by ``len(s)`` in another file (a guess by name).
+    inside them (they were ``exact``: a method of an unexported type calling itself), nor
+    by a field or a result of type ``string`` (``exact`` too), nor by ``len(s)`` in another
+    file (a guess by name).
     Those uses resolve to nothing: Go declares them."""
     index = index_of(repo, indexer, settings, {"buf/buf.go": BUF, "buf/count.go": COUNT})
     uses = {(u.path, u.line, u.how) for u in index.references("buffer.len")}

@@ -1,5 +1,6 @@
 """Constants, module variables and class attributes as definitions, on a real index: what
-``defs`` and ``refs`` answer for them, and what a search that names one finds.
+``defs`` and ``refs`` answer for them, and what a search that names one finds; and a bare
+Python name, which means nothing beyond its file, is never another module's definition.
 
 Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
 """
@@ -137,3 +138,31 @@ def test_the_map_shows_the_line_that_binds_a_value(
         (sig, line) for e in entries if e.path == "settings.py" for _, sig, line in e.definitions
     }
     assert {("MAX_RETRIES = 3", 5), ("TIMEOUT: float = 2.5", 6), ("Color: RED = 1", 14)} <= shown
+
+
+TITLES = """def title(text):
+    return text.title()
+
+
+def open(path):
+    return path
+"""
+PAGES = """def heading(title):
+    return [title]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+"""
+
+
+def test_a_bare_python_name_is_never_another_modules(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """Python names nothing bare beyond its file's scope: a parameter ``title`` and the
+    builtin ``open`` in ``pages.py`` are not ``titles.py``'s ``title`` and ``open``, which
+    it never imports (each was a use of them, ``by-name``)."""
+    index = index_of(repo, indexer, settings, {"titles.py": TITLES, "pages.py": PAGES})
+    for name in ("title", "open"):
+        assert not [u for u in index.references(name) if u.path == "pages.py"], name

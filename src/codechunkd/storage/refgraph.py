@@ -15,7 +15,8 @@ writer has committed since.  A name used in a file is resolved, in order:
    (its directory), and a Go variable's class named through a package
    (``m := &http.ServeMux{}``, a ``binds`` row's ``module``) in it;
 3. ``by-name``: every definition of that name in the source, in a language the file's
-   can call (``refnames.family``), when neither says more.
+   can call (``refnames.family``), when neither says more (``storage/refguess.py``: not for
+   a bare Python name, a builtin or a local, nor for a value, ``MAX = 3``).
    A name on a module the file imports but that the source does not hold (``os.path``,
    ``fmt``) resolves to nothing.
 
@@ -38,11 +39,13 @@ from codechunkd.chunking.predeclared import GO_BUILTIN
 from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.refcsharp import CSharpNames
 from codechunkd.storage.references import DEFINITION, VALUE, Definition, Use
+from codechunkd.storage.refguess import BARE_MEMBERS, Forms, Guesses
 from codechunkd.storage.refnames import (
     BY_NAME,
     CASELESS,
     EXACT,
     IMPORTED,
+    SELF,
     ModulePaths,
     canonical,
     family,
@@ -60,15 +63,9 @@ __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph",
 _K = TypeVar("_K")
 
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
-_SELF: Final = frozenset(
-    {"", "self", "cls", "this", "Self", "super()", "super", "$self", "$class", "__PACKAGE__"}
-    | {"$this", "static"}  # PHP (``self::`` above)
-)
+_SELF: Final = SELF
 _SUPER: Final = frozenset({"super()", "super", "parent", "SUPER"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
-#: Languages where a bare name can call a member of the enclosing class.
-_BARE_MEMBERS: Final = frozenset({"java", "ruby"})
-_MEMBER: Final = re.compile(r"\.|::")
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
 #: package's ``__init__.py`` (``from .x import *``).
 _REEXPORTS: Final = (".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx", "__init__.py")
@@ -94,12 +91,7 @@ def _joined(index: dict[_K, list[int]], added: dict[_K, list[int]]) -> dict[_K, 
     return out
 
 
-_Forms = tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]
-"""A name's definitions split by form (``RefGraph._forms``): members, functions, members by
-their class's name and by its name lower-cased."""
-
-
-class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
+class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
     """The resolved reference graph of every source of one index (a table version)."""
 
     def __init__(
@@ -139,7 +131,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
         self._by_src_name: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._memo: dict[int | tuple[int, int], tuple[list[int], str]] = {}
         self._module_memo: dict[tuple[str, str, str, str, int], list[int]] = {}
-        self._form_cache: dict[tuple[str, str, str], _Forms] = {}
+        self._form_cache: dict[tuple[str, str, str], Forms] = {}
         self._members: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         self._package_defs: dict[tuple[str, str, str], list[int]] = {}  # ``_in_package``
         self._c = CMemo()  # ``CFamily``'s: scopes, includes, classes
@@ -312,7 +304,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
             found = self._in_module(src, path, self._mod[i], qual or name, 0)
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
-        if local and not qual and self._lang[i] not in _BARE_MEMBERS:
+        if local and not qual and self._lang[i] not in BARE_MEMBERS:
             # a member is not a bare name, a function nested here is (Go has none: ``string``
             here = self._owner[i] if self._lang[i] != "go" else ""  # is never ``b.string``)
             local = [
@@ -371,9 +363,7 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
                 found = self._php_qualified(src, path, qual, name)
                 if found:
                     return found, self._how(path, found)
-        # shared: callers never change it; only the definitions the row's language can name
-        anywhere = self._by_src_name.get((src, family(self._lang[i]), name))
-        return (anywhere, BY_NAME) if anywhere else ([], "")
+        return self._guess(i, qual)
 
     def _unmeant(self, i: int, imports: dict[str, list[int]]) -> bool:
         """Whether the use row ``i`` can mean no definition: none has its name and no
@@ -541,48 +531,6 @@ class RefGraph(Typed, CFamily, PhpNames, CSharpNames):
                         break
         out.sort(key=lambda u: (_ORDER[u.how], u.path, u.line))
         return out
-
-    def _by_form(self, i: int, rows: list[int]) -> list[int]:
-        """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
-        class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else,
-        for a plain variable, of the class the use is written in, when either has one: a
-        Go receiver), ``m()`` a function (or, in Java, a member too). The lists are shared
-        (``_forms``): callers never change them."""
-        qual = self._qual[i] if self._kind[i] != "binds" else ""
-        fam = family(self._lang[i])
-        members, functions, by_owner, by_lower = self._forms(self._src[i], fam, self._name[i], rows)
-        if not qual:
-            return rows if self._lang[i] in _BARE_MEMBERS else functions
-        if qual[:1].isupper() and qual.isidentifier() and qual not in _SELF:
-            return by_lower.get(qual.lower(), [])  # ``Thread.State``: that class's, if here
-        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
-        if self._kind[i] == "value":  # ``r.request`` read, not called: a method only of a
-            return named or []  # receiver named for its class (else, mostly, a field)
-        if len(members) <= 1:
-            return members
-        if named:
-            return named
-        if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
-            return members
-        here = self._owner[i].split(".")
-        mine = by_owner.get(here[-2]) if len(here) > 1 else None
-        return mine or members
-
-    def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> _Forms:
-        """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
-        once: members, functions, members by their class's name and by its name lower-cased."""
-        got = self._form_cache.get((src, fam, name))
-        if got is None:
-            members = [j for j in rows if "." in self._sym[j]]
-            functions = [j for j in rows if "." not in self._sym[j]]
-            by_owner: dict[str, list[int]] = {}
-            by_lower: dict[str, list[int]] = {}
-            for j in members:
-                owner = self._sym[j].split(".")[-2]
-                by_owner.setdefault(owner, []).append(j)
-                by_lower.setdefault(owner.lower(), []).append(j)
-            got = self._form_cache[(src, fam, name)] = (members, functions, by_owner, by_lower)
-        return got
 
     def uses_in(self, defs: Iterable[Definition], kinds: set[str] | None = None) -> list[Use]:
         """What the definitions use (all the chunks of a split one), each name resolved

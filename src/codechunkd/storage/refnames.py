@@ -22,6 +22,7 @@ __all__ = [
     "CASELESS",
     "EXACT",
     "IMPORTED",
+    "SELF",
     "ModulePaths",
     "canonical",
     "family",
@@ -35,6 +36,11 @@ __all__ = [
 EXACT: Final = "exact"
 IMPORTED: Final = "imported"
 BY_NAME: Final = "by-name"
+SELF: Final = frozenset(
+    {"", "self", "cls", "this", "Self", "super()", "super", "$self", "$class", "__PACKAGE__"}
+    | {"$this", "static"}  # PHP (``self::`` above)
+)
+"""What a member is written on to mean the enclosing class's (or, empty, written bare)."""
 
 _EXT: Final = re.compile(
     r"\.(py|pyi|js|mjs|cjs|jsx|ts|mts|cts|tsx|go|rs|java|pm|pl|sh|bash|php|cmake|rb)$"

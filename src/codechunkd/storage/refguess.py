@@ -1,0 +1,93 @@
+"""By-name guesses: what a used name may mean when neither its file nor its imports say
+(``RefGraph`` of storage/refgraph.py is a :class:`Guesses`).
+
+The last resort of ``RefGraph._resolve`` is every definition of the name in the source, in
+a language the use's can call (``refnames.family``): a guess, ``by-name``.  None for a bare
+Python name: Python names nothing bare beyond its file's scope (the file's definitions and
+imports, then the builtins), so ``open(p)`` or a local ``title`` there is never another
+module's ``open`` or ``UserString.title``.  None for a value either (``MAX = 3`` resolves in
+its file or through an import; it is not in ``_by_src_name``).  When uses are listed, a
+guess is narrowed by the use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a
+function).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from codechunkd.storage.refnames import BY_NAME, SELF, family
+
+__all__ = ["BARE_MEMBERS", "Guesses"]
+
+BARE_MEMBERS: Final = frozenset({"java", "ruby"})
+"""Languages where a bare name can call a member of the enclosing class."""
+_MEMBER: Final = re.compile(r"\.|::")
+
+Forms = tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]
+"""A name's definitions split by form: members, functions, members by their class's name
+and by its name lower-cased."""
+
+
+class Guesses:
+    """The reference graph's guesses by name: what they read of the graph's rows."""
+
+    _src: list[str]
+    _lang: list[str]
+    _kind: list[str]
+    _name: list[str]
+    _qual: list[str]
+    _sym: list[str]
+    _owner: list[str]
+    _by_src_name: dict[tuple[str, str, str], list[int]]
+    _form_cache: dict[tuple[str, str, str], Forms]
+
+    def _guess(self, i: int, qual: str) -> tuple[list[int], str]:
+        """Every definition the use row ``i`` (written after ``qual``) can mean by its name
+        alone, ``by-name`` (a shared list: callers never change it), or none."""
+        if not qual and self._lang[i] == "python":
+            return [], ""  # a builtin or a local, never another file's
+        anywhere = self._by_src_name.get((self._src[i], family(self._lang[i]), self._name[i]))
+        return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _by_form(self, i: int, rows: list[int]) -> list[int]:
+        """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
+        class named like the receiver, ``subscriber.next`` -> ``Subscriber.next``, else,
+        for a plain variable, of the class the use is written in, when either has one: a
+        Go receiver), ``m()`` a function (or, in Java, a member too). The lists are shared
+        (``_forms``): callers never change them."""
+        qual = self._qual[i] if self._kind[i] != "binds" else ""
+        fam = family(self._lang[i])
+        members, functions, by_owner, by_lower = self._forms(self._src[i], fam, self._name[i], rows)
+        if not qual:
+            return rows if self._lang[i] in BARE_MEMBERS else functions
+        if qual[:1].isupper() and qual.isidentifier() and qual not in SELF:
+            return by_lower.get(qual.lower(), [])  # ``Thread.State``: that class's, if here
+        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
+        if self._kind[i] == "value":  # ``r.request`` read, not called: a method only of a
+            return named or []  # receiver named for its class (else, mostly, a field)
+        if len(members) <= 1:
+            return members
+        if named:
+            return named
+        if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
+            return members
+        here = self._owner[i].split(".")
+        mine = by_owner.get(here[-2]) if len(here) > 1 else None
+        return mine or members
+
+    def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> Forms:
+        """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
+        once: members, functions, members by their class's name and by its name lower-cased."""
+        got = self._form_cache.get((src, fam, name))
+        if got is None:
+            members = [j for j in rows if "." in self._sym[j]]
+            functions = [j for j in rows if "." not in self._sym[j]]
+            by_owner: dict[str, list[int]] = {}
+            by_lower: dict[str, list[int]] = {}
+            for j in members:
+                owner = self._sym[j].split(".")[-2]
+                by_owner.setdefault(owner, []).append(j)
+                by_lower.setdefault(owner.lower(), []).append(j)
+            got = self._form_cache[(src, fam, name)] = (members, functions, by_owner, by_lower)
+        return got
