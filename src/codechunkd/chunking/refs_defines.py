@@ -1,8 +1,8 @@
 """The names a file binds outside any function: module constants and variables, class
 attributes and fields (``MAX_RETRIES = 3``, ``Draft7Validator = create(…)``, a dataclass's
-``name: str``, Go's ``const``/``var``, a TypeScript ``export const routes = […]`` or class
-field, Rust's ``const``/``static``, Java's fields and enum constants, Ruby's constants, C's
-``#define X 1``).
+``name: str``, Go's ``const``/``var``, a TypeScript ``export const routes = […]``, class
+field or interface property, Rust's ``const``/``static``, Java's fields and enum constants,
+Ruby's constants, C's ``#define X 1``).
 
 Functions and classes are definitions through the chunker (a chunk's ``names``); these are
 not chunks of their own, so ``chunking/references.py`` runs :data:`DEFINES`' patterns with
@@ -12,9 +12,9 @@ as a definition row of the chunk holding it (``storage/references.py``). So ``de
 ``refs`` answer for them, a search that names one finds its chunk, and a use in the same
 file resolves to it.
 
-Left out: a function's locals (:func:`qualified` walks up from each name: a function around
-it makes it a local; besides, only Python's patterns are not anchored at the top level or
-in a class body), dunder names (``__all__``, ``__slots__``: plumbing, in every module), ``_``,
+Left out: a function's locals (:func:`qualified` walks up from the statement's holder: a
+function around it makes it a local; Python's patterns match an assignment in any block,
+the others only at the top level or in a class body), dunder names (``__all__``, ``__slots__``: plumbing, in every module), ``_``,
 a name the file also imports (``try: from x import y`` / ``except ImportError: y = None``:
 the uses mean the import), ``#define``s without a value (include guards, feature flags).
 """
