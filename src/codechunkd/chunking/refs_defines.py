@@ -14,9 +14,10 @@ file resolves to it.
 
 Left out: a function's locals (:func:`qualified` walks up from the statement's holder: a
 function around it makes it a local; Python's patterns match an assignment in any block,
-the others only at the top level or in a class body), dunder names (``__all__``, ``__slots__``: plumbing, in every module), ``_``,
-a name the file also imports (``try: from x import y`` / ``except ImportError: y = None``:
-the uses mean the import), ``#define``s without a value (include guards, feature flags).
+the others only at the top level or in a class body), dunder names (``__all__``,
+``__slots__``: plumbing, in every module), ``_``, a name the file also imports (``try:
+from x import y`` / ``except ImportError: y = None``: the uses mean the import), and
+``#define``s without a value (include guards, feature flags).
 """
 
 from __future__ import annotations

@@ -63,7 +63,6 @@ __all__ = ["BY_NAME", "EXACT", "IMPORTED", "SKELETON", "Definition", "RefGraph",
 _K = TypeVar("_K")
 
 _ORDER: Final = {EXACT: 0, IMPORTED: 1, BY_NAME: 2}
-_SELF: Final = SELF
 _SUPER: Final = frozenset({"super()", "super", "parent", "SUPER"})
 _PACKAGE_SCOPED: Final = frozenset({"go", "java", "php"})
 #: Files whose wildcard imports pass names on: a JS/TS module (``export * from``) and a
@@ -320,7 +319,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
                 return inherited, EXACT if same else IMPORTED
-        elif local and qual in _SELF:
+        elif local and qual in SELF:
             owner = self._owner[i].rpartition(".")[0]
             mine = [j for j in local if owner and self._sym[j].startswith(owner + ".")]
             mine = [j for j in mine if self._sym[j].rpartition(".")[0] == owner] or mine
@@ -329,7 +328,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 mine = [j for j in local if self._sym[j].rpartition(".")[0] == owner]
             if mine or not qual or not owner:
                 return mine or local, EXACT
-        if qual in _SELF and qual:
+        if qual in SELF and qual:
             inherited = self._inherited(i, self._owner[i].rpartition(".")[0], name, 0)
             if inherited:
                 same = all(self._path[j] == path for j in inherited)
