@@ -121,9 +121,9 @@ func F() int {
 
 
 def test_typescript_and_javascript_top_level_and_class_fields() -> None:
-    """Top-level ``const``/``let``/``var`` (exported or not), class fields and an
-    interface's properties (its methods are the chunker's); a function's locals are not,
-    nor a variable given a ``require`` (an import's name)."""
+    """Top-level ``const``/``let``/``var`` (exported or not), class fields, an interface's
+    properties (its methods are the chunker's) and an enum's members; a function's locals
+    are not, nor a variable given a ``require`` (an import's name)."""
     ts = """import { a } from "./a";
 export const MAX = 10;
 let counter = 0;
@@ -135,6 +135,7 @@ class Store {
 }
 function f() { const hidden = 1; return hidden; }
 interface Options { timeout: number; retry?: boolean; run(): void }
+enum Level { Info, Warn = 2 }
 """
     assert _defined("store.ts", ts) == {
         "MAX": 2,
@@ -144,6 +145,8 @@ interface Options { timeout: number; retry?: boolean; run(): void }
         "Store.items": 7,
         "Options.timeout": 11,
         "Options.retry": 11,
+        "Level.Info": 12,
+        "Level.Warn": 12,
     }
     js = """const fs = require("fs");
 var cache = {};

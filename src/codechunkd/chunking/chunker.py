@@ -111,8 +111,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "go": 2,
     "bash": 1,
     "javascript": 3,
-    "typescript": 5,
-    "tsx": 5,
+    "typescript": 6,
+    "tsx": 6,
     "rust": 1,
     "java": 1,
     "c": 1,
@@ -152,7 +152,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   1: names bound outside any function are definitions (``MAX = 3``, ``Color.RED``, Go's
   ``const`` and ``var``, top-level ``const`` and class fields, Rust's ``const`` and
   ``static``, Java's fields and enum constants, Ruby's constants, ``#define X 1``:
-  ``chunking/refs_defines.py``); typescript, tsx 5: an interface's properties too.
+  ``chunking/refs_defines.py``); typescript, tsx 5: an interface's properties too; 6: an
+  enum's members.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

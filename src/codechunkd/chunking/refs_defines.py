@@ -1,8 +1,8 @@
 """The names a file binds outside any function: module constants and variables, class
 attributes and fields (``MAX_RETRIES = 3``, ``Draft7Validator = create(…)``, a dataclass's
 ``name: str``, Go's ``const``/``var``, a TypeScript ``export const routes = […]``, class
-field or interface property, Rust's ``const``/``static``, Java's fields and enum constants,
-Ruby's constants, C's ``#define X 1``).
+field, interface property or enum member, Rust's ``const``/``static``, Java's fields and
+enum constants, Ruby's constants, C's ``#define X 1``).
 
 Functions and classes are definitions through the chunker (a chunk's ``names``); these are
 not chunks of their own, so ``chunking/references.py`` runs :data:`DEFINES`' patterns with
@@ -64,6 +64,8 @@ DEFINES: Final[dict[str, list[str]]] = {
         *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
         "(class_body (public_field_definition name: (property_identifier) @name)) @scope",
         "(interface_body (property_signature name: (property_identifier) @name)) @scope",
+        "(enum_body name: (property_identifier) @name) @scope",  # ``enum Level { Info }``
+        "(enum_body (enum_assignment name: (property_identifier) @name)) @scope",
     ],
     "rust": [
         "(source_file (const_item name: (identifier) @name)) @scope",
