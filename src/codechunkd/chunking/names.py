@@ -14,7 +14,7 @@ from typing import Final
 
 from tree_sitter import Node
 
-__all__ = ["MAX_NAME", "name_of"]
+__all__ = ["MAX_NAME", "name_of", "span"]
 
 _NAME_TYPES = frozenset(
     {
@@ -51,8 +51,9 @@ _NAME_HOLDERS: Final = frozenset(
 Vim script's ``function s:Name()``)."""
 
 
-def _text(node: Node, src: bytes) -> str:
-    # the file's bytes, sliced: cheaper than ``node.text`` (and the same bytes)
+def span(node: Node, src: bytes) -> str:
+    """A node's text, sliced from the file's bytes ``src``: the same bytes as ``node.text``,
+    which costs ~10 µs a call (it copies them out of the tree)."""
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
@@ -78,8 +79,8 @@ def _impl_name(node: Node, src: bytes) -> str:
     if typ is None:
         return "impl"
     if trait:
-        return f"impl {_text(trait, src)} for {_text(typ, src)}"
-    return f"impl {_text(typ, src)}"
+        return f"impl {span(trait, src)} for {span(typ, src)}"
+    return f"impl {span(typ, src)}"
 
 
 def _method_name(node: Node, src: bytes) -> str:
@@ -87,11 +88,11 @@ def _method_name(node: Node, src: bytes) -> str:
     if recv is None:  # not a Go method: a method declaration of another language
         return _find_name(node, src, 0)
     name = node.child_by_field_name("name")
-    receiver = _text(recv, src).strip("()")
+    receiver = span(recv, src).strip("()")
     rtype = receiver.split()[-1].lstrip("*").split("[")[0] if receiver else ""
     if rtype and name is not None:
-        return f"{rtype}.{_text(name, src)}"
-    return _text(name, src) if name else ""
+        return f"{rtype}.{span(name, src)}"
+    return span(name, src) if name else ""
 
 
 def _section_name(node: Node, src: bytes) -> str:
@@ -108,13 +109,13 @@ def _pair_name(node: Node, src: bytes) -> str:
             if c.type in ("bare_key", "quoted_key", "dotted_key", "string", "flow_node"):
                 key = c
                 break
-    return _text(key, src).strip().strip("\"'") if key is not None else ""
+    return span(key, src).strip().strip("\"'") if key is not None else ""
 
 
 def _table_name(node: Node, src: bytes) -> str:
     for c in node.named_children:
         if c.type in ("bare_key", "quoted_key", "dotted_key"):
-            return _text(c, src).strip("\"'")
+            return span(c, src).strip("\"'")
     return ""
 
 
@@ -124,7 +125,7 @@ def _command_name(node: Node, src: bytes) -> str:
     for c in command.named_children if command is not None else ():
         if c.type == "argument_list":
             first = c.named_child(0)
-            return _text(first, src) if first is not None else ""
+            return span(first, src) if first is not None else ""
     return ""
 
 
@@ -137,7 +138,7 @@ def _assigned_name(node: Node, src: bytes) -> str:
     left = node.child_by_field_name("left")
     if left is None:
         return ""
-    name = _ASSIGNED_PREFIX.sub("", _text(left, src)).replace(".prototype.", ".")
+    name = _ASSIGNED_PREFIX.sub("", span(left, src)).replace(".prototype.", ".")
     return " ".join(name.split())  # a member expression over several lines
 
 
@@ -145,19 +146,19 @@ def _find_name(node: Node, src: bytes, depth: int) -> str:
     name = node.child_by_field_name("name")
     if name is not None:
         if name.type in _NAME_TYPES or name.child_count == 0:
-            return _text(name, src)
-        return _find_name(name, src, depth + 1) if depth < 4 else _text(name, src)[:80]
+            return span(name, src)
+        return _find_name(name, src, depth + 1) if depth < 4 else span(name, src)[:80]
     decl = node.child_by_field_name("declarator")
     if decl is not None and depth < 6:
         if decl.type in _NAME_TYPES:
-            return _text(decl, src)
+            return span(decl, src)
         if decl.type == "operator_cast" and (cast := decl.child_by_field_name("type")):
-            return f"operator {_text(cast, src).rsplit('::', 1)[-1]}"  # ``operator bool()``
+            return f"operator {span(cast, src).rsplit('::', 1)[-1]}"  # ``operator bool()``
         return _find_name(decl, src, depth + 1)
     for c in node.named_children:
         t = c.type
         if t in _NAME_TYPES:
-            return _text(c, src)
+            return span(c, src)
         # ``D& operator=(...)``: a C++ reference declarator names no field
         if t.endswith("_declarator") or t in _NAME_HOLDERS:
             return _find_name(c, src, depth + 1) if depth < 6 else ""
@@ -168,8 +169,8 @@ def heading_text(node: Node, src: bytes) -> str:
     """Text of a Markdown heading without its markers."""
     for c in node.named_children:
         if c.type in ("inline", "paragraph", "heading_content"):
-            return _text(c, src).strip()
-    return _text(node, src).strip().lstrip("#").strip()
+            return span(c, src).strip()
+    return span(node, src).strip().lstrip("#").strip()
 
 
 _NAME_READERS: dict[str, Callable[[Node, bytes], str]] = {

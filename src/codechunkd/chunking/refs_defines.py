@@ -26,6 +26,8 @@ from typing import Final
 
 from tree_sitter import Node
 
+from codechunkd.chunking.names import span
+
 __all__ = ["DEFINES", "KIND", "qualified"]
 
 KIND: Final = "defines"
@@ -155,12 +157,8 @@ def _scope(node: Node, source: bytes, memo: dict[tuple[int, int, str], str | Non
             if named is not None and named.type == "scope_resolution":  # ``class Shop::Cart``
                 named = named.child_by_field_name("name") or named  # as the chunker names it
             if named is not None:
-                scope = f"{scope}.{_span(named, source)}" if scope else _span(named, source)
+                scope = f"{scope}.{span(named, source)}" if scope else span(named, source)
             elif n.type != "module":  # (Python's file is a ``module`` of no name)
                 scope = None  # an anonymous class (``new class { x = 1 }``)
         memo[(n.start_byte, n.end_byte, n.type)] = scope
     return scope
-
-
-def _span(node: Node, source: bytes) -> str:
-    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")

@@ -21,6 +21,7 @@ from typing import Final
 from tree_sitter import Node
 
 from codechunkd.chunking.imports import Ref
+from codechunkd.chunking.names import span
 
 __all__ = ["PYTHON", "PYTHON_BINDS", "binds"]
 
@@ -97,10 +98,6 @@ whose class methods are called on it)."""
 _MAX: Final = 200
 
 
-def _text(node: Node, source: bytes) -> str:
-    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-
 def annotated(node: Node | None, source: bytes, depth: int = 0) -> tuple[str, str] | None:
     """The class an annotation names, and the module it is named through (``""`` for a
     bare name): ``Context``, ``types.ParamType[t.Any]``, ``Context | None``,
@@ -112,14 +109,14 @@ def annotated(node: Node | None, source: bytes, depth: int = 0) -> tuple[str, st
         inner = [c for c in node.named_children if c.type != "comment"]
         return annotated(inner[0], source, depth + 1) if len(inner) == 1 else None
     if kind == "identifier":
-        return _text(node, source), ""
+        return span(node, source), ""
     if kind == "attribute":
         obj, attr = node.child_by_field_name("object"), node.child_by_field_name("attribute")
         if obj is not None and obj.type == "identifier" and attr is not None:
-            return _text(attr, source), _text(obj, source)
+            return span(attr, source), span(obj, source)
         return None
     if kind == "string":  # a forward reference
-        body = _text(node, source).strip("'\"")
+        body = span(node, source).strip("'\"")
         head, _, last = body.rpartition(".")
         return (last, head) if last.isidentifier() and "." not in head else None
     if kind == "binary_operator":  # ``Context | None``
@@ -128,12 +125,12 @@ def annotated(node: Node | None, source: bytes, depth: int = 0) -> tuple[str, st
         return annotated(kept[0], source, depth + 1) if len(kept) == 1 else None
     if kind == "subscript":  # ``Optional[Context]``; ``ParamType[t.Any]`` is a ParamType
         value = node.child_by_field_name("value")
-        if value is not None and _text(value, source) in _WRAPPERS:
+        if value is not None and span(value, source) in _WRAPPERS:
             return annotated(node.child_by_field_name("subscript"), source, depth + 1)
         return annotated(value, source, depth + 1)
     if kind == "generic_type":  # ``Optional[Context]`` written as a type
         name = node.named_children[0] if node.named_children else None
-        if name is not None and _text(name, source) in _WRAPPERS:
+        if name is not None and span(name, source) in _WRAPPERS:
             params = [c for c in node.named_children[1:] if c.type == "type_parameter"]
             kids = params[0].named_children if params else []
             return annotated(kids[0], source, depth + 1) if len(kids) == 1 else None
@@ -166,13 +163,13 @@ def binds(kind: str, caps: dict[str, list[Node]], source: bytes) -> list[Ref]:
         return []
     if kind == "binds_alias":
         alias = caps.get("alias")
-        typ = _parameter(var[0], _text(alias[0], source)) if alias else None
+        typ = _parameter(var[0], span(alias[0], source)) if alias else None
     else:
         typ = caps["type"][0] if caps.get("type") else None
     named = annotated(typ, source)
     if typ is None or named is None or len(named[0]) > _MAX or not named[0].isidentifier():
         return []
-    bound = _text(var[0], source) + ("()" if kind == "binds_ret" else "")
+    bound = span(var[0], source) + ("()" if kind == "binds_ret" else "")
     at = var[0] if kind == "binds_alias" else typ  # the chunk that holds the row
     line, byte = at.start_point[0] + 1, at.start_byte + 1
     return [Ref(named[0], bound[:_MAX], "binds", line, byte, named[1][:_MAX])]
