@@ -6,7 +6,10 @@ a language the use's can call (``refnames.family``): a guess, ``by-name``.  None
 Python name: Python names nothing bare beyond its file's scope (the file's definitions and
 imports, then the builtins), so ``open(p)`` or a local ``title`` there is never another
 module's ``open`` or ``UserString.title``.  None for a value either (``MAX = 3`` resolves in
-its file or through an import; it is not in ``_by_src_name``).  When uses are listed, a
+its file or through an import; it is not in ``_by_src_name``).  None for a method of the
+language's own types on a receiver of no known class (``"\\n".join(x)``, ``d.items()``,
+``arr.push(x)``: ``chunking/predeclared.BUILTIN_METHODS``) unless the receiver is named for
+a class that has it (``message.get``: ``Message.get``).  When uses are listed, a
 guess is narrowed by the use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a
 function).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from codechunkd.chunking.predeclared import BUILTIN_METHODS
 from codechunkd.storage.refnames import BY_NAME, SELF, family
 
 __all__ = ["BARE_MEMBERS", "Guesses"]
@@ -47,7 +51,13 @@ class Guesses:
         alone, ``by-name`` (a shared list: callers never change it), or none."""
         if not qual and self._lang[i] == "python":
             return [], ""  # a builtin or a local, never another file's
-        anywhere = self._by_src_name.get((self._src[i], family(self._lang[i]), self._name[i]))
+        fam = family(self._lang[i])
+        anywhere = self._by_src_name.get((self._src[i], fam, self._name[i]))
+        if anywhere and qual and self._name[i] in BUILTIN_METHODS.get(fam, ()):
+            # ``"\n".join(x)``, ``d.items()``: the language's own, unless the receiver is
+            anywhere = self._forms(self._src[i], fam, self._name[i], anywhere)[3].get(
+                _MEMBER.split(qual)[-1].strip("_()").lower(), []
+            )  # named for a class here that has it (``message.get``: ``Message.get``)
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
     def _by_form(self, i: int, rows: list[int]) -> list[int]:
