@@ -145,12 +145,17 @@ class ReferenceQueries:
         return {s.source.id for s in self.store.states() if s.source.repo == repo}
 
     def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
+        """By file and line, but of a symbol a file defines more than once its last
+        definition first: Python's and TypeScript's overload stubs come before the
+        implementation, which an agent asking where ``Field`` is defined wants to read."""
         found = self._named(name).definitions(name, self._sources(repo))
-        if found or name == short_name(name):
-            return found
-        # ``Child.fetch`` that ``Child`` inherits: the skeleton has every class and base
-        snap = self.store.references_snapshot()
-        return [] if snap is None else self._kept(snap)[0].definitions(name, self._sources(repo))
+        if not found and name != short_name(name):
+            # ``Child.fetch`` that ``Child`` inherits: the skeleton has every class and base
+            snap = self.store.references_snapshot()
+            if snap is not None:
+                found = self._kept(snap)[0].definitions(name, self._sources(repo))
+        last = {(d.path, d.symbol): d.line for d in found}
+        return sorted(found, key=lambda d: (d.path, d.line != last[d.path, d.symbol], d.line))
 
     def _named(self, name: str) -> RefGraph:
         """A graph that holds the definitions of ``name``: one kept, while of the latest
