@@ -7,6 +7,8 @@ Real git repositories, a real LanceDB index and the real model (through ``Indexe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tests.conftest import Indexer, Repo
 from tests.storage.test_references import index_of
 
@@ -166,3 +168,27 @@ def test_a_bare_python_name_is_never_another_modules(
     index = index_of(repo, indexer, settings, {"titles.py": TITLES, "pages.py": PAGES})
     for name in ("title", "open"):
         assert not [u for u in index.references(name) if u.path == "pages.py"], name
+
+
+def test_a_map_cut_short_lists_the_best_definitions_that_fit(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A budget the first file's whole entry is over lists that file's best definitions
+    that fit (it listed the file's name alone: a map that says nothing), and never more
+    than the budget; a budget under even the name keeps the name."""
+    from codechunkd.storage.repomap import MapEntry, render
+
+    index = _index(repo, indexer, settings)
+
+    def cost(ts: Sequence[str]) -> list[int]:
+        return [len(t) // 4 for t in ts]
+
+    whole = index.refs.repo_map(count_tokens=cost, budget=10_000)
+    first = whole[0]
+    assert len(first.definitions) >= 3, whole
+    two = render([MapEntry(first.path, first.rank, first.definitions[:2])])
+    cut = index.refs.repo_map(count_tokens=cost, budget=cost([two])[0])
+    assert [(e.path, e.definitions) for e in cut] == [(first.path, first.definitions[:2])]
+    assert cost([render(cut)])[0] <= cost([two])[0]
+    tiny = index.refs.repo_map(count_tokens=cost, budget=1)
+    assert [(e.path, e.definitions) for e in tiny] == [(first.path, ())]

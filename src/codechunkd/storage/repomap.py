@@ -147,9 +147,13 @@ def repo_map(
         )
         text = render([MapEntry(path=path, rank=rank[path], definitions=defs)])
         cost = count_tokens([text])[0]
-        if spent + cost > budget:
-            if not out:  # the first file alone is over: keep its head only
-                out.append(MapEntry(path=path, rank=rank[path], definitions=()))
+        if spent + cost > budget:  # the file's best definitions that fit, if any
+            heads = [render([MapEntry(path, 0.0, defs[:n])]) for n in range(1, len(defs))]
+            fit = [n for n, c in enumerate(count_tokens(heads), 1) if spent + c <= budget]
+            if fit or not out:  # (the first file alone is over: keep its head at least)
+                out.append(
+                    MapEntry(path=path, rank=rank[path], definitions=defs[: max(fit, default=0)])
+                )
             break
         spent += cost
         out.append(MapEntry(path=path, rank=rank[path], definitions=defs))
