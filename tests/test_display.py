@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from codechunkd.display import printable
+from codechunkd.display import one_line, printable
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,31 @@ def test_printable_escapes_what_could_break_a_line(text: str, shown: str) -> Non
 def test_printable_can_keep_tabs() -> None:
     """A snippet keeps its indentation when asked (``keep_tab``), never its newlines."""
     assert printable("\tx = 1\n", keep_tab=True) == "\tx = 1\\n"
+
+
+@pytest.mark.parametrize(
+    ("signature", "limit", "shown"),
+    [
+        ("def run(self, x) -> int", 80, "def run(self, x) -> int"),
+        (
+            "def f(\n    a: int,\n    b: str = 'x',\n) -> None",
+            80,
+            "def f(a: int, b: str = 'x') -> None",
+        ),
+        (
+            "func (s *Server) Serve(\n\tl net.Listener,\n) error",
+            80,
+            "func (s *Server) Serve(l net.Listener) error",
+        ),
+        ("def g(\n    xs: dict[\n        str, int\n    ],\n)", 80, "def g(xs: dict[str, int])"),
+        ("def long_name(argument_one, argument_two)", 20, "def long_name(argum…"),
+    ],
+)
+def test_one_line_joins_a_signature_written_over_lines(
+    signature: str, limit: int, shown: str
+) -> None:
+    """A signature over several lines reads as written on one (an outline's and a map's
+    were shown as their first line, ``def f(``, or with ``\\n`` escapes), cut to the
+    limit with ``…``."""
+    assert one_line(signature, limit) == shown
+    assert len(one_line(signature, limit)) <= limit

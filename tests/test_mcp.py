@@ -52,7 +52,10 @@ class Point:
         return haversine(self, other)
 
 
-def haversine(a, b):
+def haversine(
+    a,
+    b,
+):
     """Distance between two points on a sphere."""
     dlat = math.radians(b.lat - a.lat)
     return 2 * RADIUS * math.asin(math.sqrt(dlat))
@@ -166,7 +169,9 @@ def test_stdio_tools_answer_like_the_cli(indexed: Repo, index_dir: Path, tmp_pat
             assert {"Point", "Point.__init__", "Point.distance_to", "haversine"} <= set(symbols)
             module = next(c for c in outline["chunks"] if c["kind"] == "module")
             assert module["binds"] == ["RADIUS"]  # a constant, in the chunk that binds it
-            assert "binds RADIUS" in text(await call(s, "outline", path="pkg/geo.py"))
+            shown = text(await call(s, "outline", path="pkg/geo.py"))
+            assert "binds RADIUS" in shown
+            assert "haversine  def haversine(a, b)  (id" in shown, shown  # one line, as written
             absolute = ok(await call(s, "outline", path=str(indexed.path / "pkg/geo.py")))
             assert absolute == outline
 
@@ -264,6 +269,8 @@ def test_definition_and_references_give_ids_read_chunks_reads(
             assert (await call(s, "references", name="haversine", depth=6)).is_error
             files = ok(await call(s, "repo_map", budget=200))["files"]
             assert files[0]["path"] == "pkg/geo.py"
+            shown = text(await call(s, "repo_map", budget=200))
+            assert "def haversine(a, b)" in shown, shown  # its signature, on one line
             for name, said in (("Point", "no uses of Point"), ("Pointe", "no definition of")):
                 found = await call(s, "references", name=name)
                 assert not found.is_error and ok(found)["uses"] == []

@@ -11,11 +11,12 @@ output keeps the real string (JSON escapes control characters itself).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["printable"]
+__all__ = ["one_line", "printable"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: Unicode's bidirectional overrides and isolates: they reorder what a terminal shows
@@ -66,3 +67,14 @@ def called_by(callers: Sequence[Mapping[str, Any]], *, ids: bool = False) -> str
         guess = ", by name" if c.get("how") == "by-name" else ""
         parts.append(f"{printable(str(c.get('symbol') or '-'))} ({where}{guess})")
     return ", ".join(parts)
+
+
+_AFTER_OPEN = re.compile(r"([(\[{]) ")
+_BEFORE_CLOSE = re.compile(r",? ([)\]}])")
+
+
+def one_line(code: str, limit: int) -> str:
+    """A signature written over several lines, as one: ``def f(\\n    a,\\n    b,\\n) -> T``
+    is ``def f(a, b) -> T``, cut to ``limit`` characters (``…`` last) when longer."""
+    text = _BEFORE_CLOSE.sub(r"\1", _AFTER_OPEN.sub(r"\1", " ".join(code.split())))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codechunkd.chunking.snippet import dedent
-from codechunkd.display import called_by, printable
+from codechunkd.display import called_by, one_line, printable
 from codechunkd.storage.request import shown
 
 BUDGET = 24_000
@@ -105,6 +105,8 @@ def render_hits(
     return "\n".join(lines)
 
 
+_SIGNATURE_CHARS = 300
+"""An outline's signature, on one line, is cut to this many characters."""
 _BINDS_LISTED = 8
 """At most this many of a chunk's constants, variables and fields named in an outline."""
 
@@ -123,7 +125,7 @@ def outline_lines(
         if r.repo != last_repo:
             row_lines.append(f"{printable(r.repo)}/{printable(r.path)}:")
         indent = "  " if r.parent_id and r.kind not in ("module",) else ""
-        sig = f"  {printable(r.signature, keep_tab=True)}" if r.signature else ""
+        sig = f"  {printable(one_line(r.signature, _SIGNATURE_CHARS))}" if r.signature else ""
         bound = (values or {}).get(r.id, [])
         listed = ", ".join(printable(v) for v in bound[:_BINDS_LISTED])
         listed += ", …" if len(bound) > _BINDS_LISTED else ""

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from codechunkd.display import one_line
 from codechunkd.storage.references import DEFINITION, VALUE
 from codechunkd.storage.refgraph import BY_NAME, RefGraph
 
@@ -183,8 +184,9 @@ def _line_of(text: tuple[str, int] | None, line: int) -> str | None:
 
 
 def _shown(symbol: str, signature: str | None) -> str:
-    """``Engine: def run(self, x):`` for a member, the signature's first line otherwise."""
-    first = (signature or "").strip().splitlines()[0] if (signature or "").strip() else symbol
+    """``Engine: def run(self, x)`` for a member, the signature alone otherwise, on one line
+    (``def f(\\n    a,\\n) -> T``: ``def f(a) -> T``) and cut to 240 characters."""
+    first = one_line(signature, _LINE_CHARS * 2) if (signature or "").strip() else symbol
     owner = symbol.rpartition(".")[0]
     return f"{owner}: {first}" if owner and signature else first
 
