@@ -186,7 +186,7 @@ def _line_of(text: tuple[str, int] | None, line: int) -> str | None:
 def _shown(symbol: str, signature: str | None) -> str:
     """``Engine: def run(self, x)`` for a member, the signature alone otherwise, on one line
     (``def f(\\n    a,\\n) -> T``: ``def f(a) -> T``) and cut to 240 characters."""
-    first = one_line(signature, _LINE_CHARS * 2) if (signature or "").strip() else symbol
+    first = one_line(signature, _LINE_CHARS * 2) if signature and signature.strip() else symbol
     owner = symbol.rpartition(".")[0]
     return f"{owner}: {first}" if owner and signature else first
 
