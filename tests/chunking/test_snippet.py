@@ -87,3 +87,108 @@ def test_flush_text_is_left_as_it_is() -> None:
     assert dedent("x = 1") == "x = 1"
     prose = "# Title\n\nSome words.\n"
     assert dedent(prose) == prose
+
+
+NOISY_PY = '''class Renderer:
+    """
+    Replace a field.
+
+    - The default produces a formatted string via the built-in traceback
+      formatting.
+     1. An odd column in the docstring.
+    """
+
+    def render(self, x):  # noqa: C901
+        return x
+
+    def make_transport(self, sock, protocol,
+                                 address=None, waiter=None):
+        return Transport(self, sock, protocol,
+                                          address, waiter)
+
+
+def validate(model, data, check_extra):
+    values = {}
+    if check_extra:
+        extra = data.keys() - values.keys()
+        if extra:
+            values.update(extra)
+
+    for validator in model.validators:
+        values = validator(values)
+    return values
+'''
+CALLBACK_TS = """export function withLatestFrom<T>(...inputs: any[]) {
+  return operate((source, subscriber) => {
+    const len = inputs.length;
+    source.subscribe(
+      createOperatorSubscriber(subscriber, (value) => {
+        subscriber.next([value, len]);
+      })
+    );
+  });
+}
+
+export class Scheduler {
+  /**
+   * A getter for the current time.
+   */
+  now(): number {
+    return Date.now();
+  }
+}
+"""
+
+CTOR_CPP = """namespace llvm {
+class Builder {
+public:
+  explicit Builder(Block *TheBB, Node *Tag = nullptr,
+                   ArrayRef<Def> Bundles = None)
+      : BuilderBase(TheBB->getContext(), Tag,
+                    Bundles) {
+    SetInsertPoint(TheBB);
+  }
+};
+}
+"""
+
+
+def _piece(path: str, source: str, first: str) -> str:
+    """The chunk (or, for a line no chunk begins at, the text of a block split off a
+    definition) whose first line is ``first``, as the index stores it."""
+    for c in chunk(path, source.encode()):
+        if c.content.splitlines()[0].strip() == first:
+            return c.content
+    start = source.index(first)
+    end = source.index("\n\n", start)
+    return source[start:end]
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "first", "language", "column"),
+    [
+        # a class whose docstring has a line one column off: the levels' smallest rise was 1
+        ("r.py", NOISY_PY, "class Renderer:", "python", 0),
+        # a comment after the colon: the line did not read as opening a block
+        ("r.py", NOISY_PY, "def render(self, x):  # noqa: C901", "python", 4),
+        # a signature and a call over lines aligned to their brackets: not levels
+        ("r.py", NOISY_PY, "def make_transport(self, sock, protocol,", "python", 4),
+        # a block whose siblings follow it: the first line is one of them, not their parent
+        ("r.py", NOISY_PY, "if check_extra:", "python", 4),
+        # a callback's body inside a call left open is code all the same
+        ("w.ts", CALLBACK_TS, "return operate((source, subscriber) => {", "typescript", 2),
+        # a doc comment, then its method (and the class's closing brace, joined to it)
+        ("w.ts", CALLBACK_TS, "/**", "typescript", 2),
+        # a constructor's initializers go on with its signature, whose body is one level in
+        ("b.h", CTOR_CPP, "explicit Builder(Block *TheBB, Node *Tag = nullptr,", "cpp", 2),
+    ],
+)
+def test_a_chunk_reads_as_in_its_file_whatever_its_brackets_strings_and_comments(
+    path: str, source: str, first: str, language: str, column: int
+) -> None:
+    """Lines inside an open bracket, a docstring or a comment do not count as levels; the
+    column is read from the code's own lines (each case was shown at the wrong column)."""
+    content = _piece(path, source, first)
+    assert content.splitlines()[0] == first
+    assert first_line_indent(content, language) == " " * column, content
+    assert dedent(content, language) == textwrap.dedent(" " * column + content)

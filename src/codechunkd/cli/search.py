@@ -218,6 +218,7 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
             print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")
         if h.get("callers"):
             print(f"    called by: {called_by(h['callers'])}")
-        snippet = [line for line in dedent(h["content"]).splitlines() if line.strip()][:4]
+        shown = dedent(h["content"], str(h.get("language") or ""))
+        snippet = [line for line in shown.splitlines() if line.strip()][:4]
         for line in snippet:
             print(f"    {mark(printable(line[:120], keep_tab=True))}")

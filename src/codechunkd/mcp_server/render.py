@@ -99,7 +99,8 @@ def render_hits(
         if h.get("callers"):
             lines.append(f"   called by: {called_by(h['callers'], ids=True)}")
         if h.get("content"):
-            lines.append(_fence(dedent(str(h["content"])), str(h.get("language") or "")))
+            language = str(h.get("language") or "")
+            lines.append(_fence(dedent(str(h["content"]), language), language))
         elif h.get("truncated"):
             lines.append("   (text left out: over the size budget)")
     return "\n".join(lines)
@@ -245,7 +246,8 @@ def chunk_answer(row: Any, parents: Sequence[Any]) -> tuple[list[str], dict[str,
             f"in {p.kind} {printable(p.symbol or '-')} ({p.start_line}-{p.end_line}, id {p.id}):"
         )
         parts.append(_fence(head, row.language))
-    parts.append(_fence(dedent(text), row.language) + ("\n(cut short)" if cut else ""))
+    shown = _fence(dedent(text, row.language), row.language)
+    parts.append(shown + ("\n(cut short)" if cut else ""))
     data = dict(
         row_summary(row),
         content=text,
