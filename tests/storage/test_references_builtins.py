@@ -30,11 +30,16 @@ class Queue:
 class Message:
     def get(self, key):
         return key
+
+
+class Page:
+    def render(self):
+        return ""
 """
-USE = """def flat(d, lines, message):
+USE = """def flat(d, lines, message, obj, page):
     pairs = [k for k, _ in d.items()]
     text = "\\n".join(lines)
-    return pairs, text, message.get("To")
+    return pairs, text, message.get("To"), obj.render, page.render
 """
 ARRAY = """class ObservableArray {
   push(x) {
@@ -70,11 +75,14 @@ def test_a_python_builtin_types_method_is_not_a_guess(
     """``d.items()`` and ``"\\n".join(lines)`` mean no definition of the repository (each
     was ``by-name`` the only ``items`` and ``join`` it defines: ``GetterDict.items``,
     ``Queue.join``), and ``refs`` lists neither; ``message.get`` is still ``Message.get``,
-    a guess narrowed by the receiver's name."""
+    a guess narrowed by the receiver's name; so is a read of ``page.render``, where
+    ``obj.render`` is nobody's (it was ``Page.render``, by name)."""
     index = index_of(repo, indexer, settings, {"getter.py": GETTER, "use.py": USE})
     assert _guesses(index, "use.py", "items") == []
     assert _guesses(index, "use.py", "join") == []
     assert _guesses(index, "use.py", "get") == [(4, ["Message.get"])]
+    # a method read, not called, on a receiver of no known class: no guess, unless named so
+    assert _guesses(index, "use.py", "render") == [(4, ["Page.render"])]
     assert not [u for u in index.references("GetterDict.items") if u.path == "use.py"]
     assert not [u for u in index.references("Queue.join") if u.path == "use.py"]
     uses = {(u.path, u.line, u.how) for u in index.references("Message.get")}

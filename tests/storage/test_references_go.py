@@ -50,3 +50,54 @@ def test_a_predeclared_name_is_never_a_method_of_the_same_name(
     for name in ("len", "string"):
         found = [graph.resolve(i) for i in graph.uses_by_name[name]]
         assert all(how != "by-name" for _, how in found), (name, found)
+
+
+SERVER = """package srv
+
+type Handler interface {
+\tServe(r string) error
+}
+
+type Server struct {
+\tAddr    string
+\tHandler Handler
+}
+
+type Mux struct{}
+
+func (m *Mux) Handler(r string) Handler { return nil }
+
+func (s *Server) Listen() string { return s.Addr }
+"""
+MAIN = """package main
+
+import "example.com/app/srv"
+
+func run(s *srv.Server, h srv.Handler) string {
+\ts.Handler = h
+\treturn s.Addr
+}
+"""
+
+
+def test_a_struct_field_is_defined_and_read(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``Server.Addr`` is a definition at its field's line, and each read of it (``s.Addr``
+    in a method, through the receiver; in another package, through the parameter's
+    type) is a use (Go recorded neither); ``srv.Handler``, the package's interface, is
+    not the method ``Mux.Handler`` nor the field ``Server.Handler`` of the same name."""
+    files = {"go.mod": "module example.com/app\n", "srv/srv.go": SERVER, "main.go": MAIN}
+    index = index_of(repo, indexer, settings, files)
+    assert [(d.path, d.line) for d in index.definitions("Server.Addr")] == [("srv/srv.go", 8)]
+    uses = {(u.path, u.line, u.how) for u in index.references("Server.Addr")}
+    assert uses == {("srv/srv.go", 16, "exact"), ("main.go", 7, "imported")}, uses
+    uses = {(u.path, u.line) for u in index.references("Server.Handler")}
+    assert uses == {("main.go", 6)}, uses
+    graph = index.refs.graph()
+    typed = [
+        sorted(graph._sym[j] for j in graph.resolve(i)[0])
+        for i in graph.uses_by_name["Handler"]
+        if graph._path[i] == "main.go" and graph._kind[i] == "type"
+    ]
+    assert typed == [["Handler"]], typed

@@ -108,7 +108,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "csharp": 2,
     "ruby": 2,
     "python": 4,
-    "go": 2,
+    "go": 3,
     "bash": 1,
     "javascript": 3,
     "typescript": 6,
@@ -154,6 +154,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   ``static``, Java's fields and enum constants, Ruby's constants, ``#define X 1``:
   ``chunking/refs_defines.py``); typescript, tsx 5: an interface's properties too; 6: an
   enum's members.
+- go 3: a struct's fields are definitions (``Server.Addr``), and a field or package name
+  read (``s.Addr``, ``http.StatusOK``) is a ``value`` use.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

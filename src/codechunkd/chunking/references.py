@@ -208,6 +208,8 @@ _GO: Final = [
     ("type", "(qualified_type package: (package_identifier) @qual name: (type_identifier) @name)"),
     ("type", "(type_identifier) @name"),
     ("value", "(argument_list (identifier) @name)"),
+    # ``s.Addr``, ``http.StatusOK`` read (a call's is its ``call`` row: one row per name)
+    ("value", f"(selector_expression operand: {_Q} field: (field_identifier) @name)"),
     ("import", "(import_spec) @import"),
 ]
 _TYPE_NAME: Final = '(#match? @name "^[A-Z]")'

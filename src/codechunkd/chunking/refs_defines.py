@@ -1,8 +1,8 @@
 """The names a file binds outside any function: module constants and variables, class
 attributes and fields (``MAX_RETRIES = 3``, ``Draft7Validator = create(…)``, a dataclass's
-``name: str``, Go's ``const``/``var``, a TypeScript ``export const routes = […]``, class
-field, interface property or enum member, Rust's ``const``/``static``, Java's fields and
-enum constants, Ruby's constants, C's ``#define X 1``).
+``name: str``, Go's ``const``/``var`` and struct fields, a TypeScript ``export const routes =
+[…]``, class field, interface property or enum member, Rust's ``const``/``static``, Java's
+fields and enum constants, Ruby's constants, C's ``#define X 1``).
 
 Functions and classes are definitions through the chunker (a chunk's ``names``); these are
 not chunks of their own, so ``chunking/references.py`` runs :data:`DEFINES`' patterns with
@@ -55,6 +55,8 @@ DEFINES: Final[dict[str, list[str]]] = {
         "(source_file (var_declaration (var_spec name: (identifier) @name))) @scope",
         "(source_file (var_declaration (var_spec_list (var_spec name: (identifier) @name))))"
         " @scope",
+        "(source_file (type_declaration (type_spec type: (struct_type (field_declaration_list"
+        " (field_declaration name: (field_identifier) @name) @scope)))))",  # ``Server.Addr``
     ],
     "javascript": [
         *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
@@ -100,6 +102,7 @@ _CLASSES: Final = frozenset(
         "interface_declaration",
         "enum_declaration",
         "record_declaration",
+        "type_spec",  # Go's ``type Server struct {…}``
     }
 )
 _FUNCTIONS: Final = frozenset(

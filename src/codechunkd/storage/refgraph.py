@@ -492,7 +492,9 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 for j in imports.get("*", ()):  # passes on what a module exports: no members
                     sub = self._in_module(src, file, self._mod[j], name, depth + 1)
                     found += [k for k in sub if "." not in self._sym[k]]
-        return list(dict.fromkeys(found))
+        # the module's own name, not a member of its classes named so (``http.Request``:
+        plain = [j for j in found if "." not in self._sym[j]]  # not ``Response.Request``)
+        return list(dict.fromkeys(plain or found))
 
     # -- queries ----------------------------------------------------------
 

@@ -8,8 +8,9 @@ imports, then the builtins), so ``open(p)`` or a local ``title`` there is never 
 module's ``open`` or ``UserString.title``.  None for a value either (``MAX = 3`` resolves in
 its file or through an import; it is not in ``_by_src_name``).  None for a method of the
 language's own types on a receiver of no known class (``"\\n".join(x)``, ``d.items()``,
-``arr.push(x)``: ``chunking/predeclared.BUILTIN_METHODS``) unless the receiver is named for
-a class that has it (``message.get``: ``Message.get``).  When uses are listed, a
+``arr.push(x)``: ``chunking/predeclared.BUILTIN_METHODS``), and for a name read, not called,
+on a receiver of no known class (``r.body``: a field of some class), unless the receiver is
+named for a class that has it (``message.get``: ``Message.get``).  When uses are listed, a
 guess is narrowed by the use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a
 function).
 """
@@ -53,11 +54,12 @@ class Guesses:
             return [], ""  # a builtin or a local, never another file's
         fam = family(self._lang[i])
         anywhere = self._by_src_name.get((self._src[i], fam, self._name[i]))
-        if anywhere and qual and self._name[i] in BUILTIN_METHODS.get(fam, ()):
-            # ``"\n".join(x)``, ``d.items()``: the language's own, unless the receiver is
+        own = self._name[i] in BUILTIN_METHODS.get(fam, ())  # ``d.items()``: the language's
+        if anywhere and qual and (own or self._kind[i] == "value"):  # ``r.body`` read: a field
+            # of some class; either way, only a class named for the receiver's (``message.get``)
             anywhere = self._forms(self._src[i], fam, self._name[i], anywhere)[3].get(
                 _MEMBER.split(qual)[-1].strip("_()").lower(), []
-            )  # named for a class here that has it (``message.get``: ``Message.get``)
+            )
         return (anywhere, BY_NAME) if anywhere else ([], "")
 
     def _by_form(self, i: int, rows: list[int]) -> list[int]:
