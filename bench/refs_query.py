@@ -2,6 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python bench/refs_query.py                  # the stdlib, >= 30k chunks
     PYTHONPATH=src .venv/bin/python bench/refs_query.py --index /tmp/ix --queries 300
+    PYTHONPATH=src .venv/bin/python bench/refs_query.py --index /tmp/go --lib GOROOT/src --ext .go
 
 The index holds the Python standard library (real code nobody here wrote), chunked and
 written as the indexer writes it (``IndexStore.write_batch``: chunks, references, files),
@@ -48,6 +49,7 @@ def indexed_file(rel: str, data: bytes, rng: np.random.Generator, dim: int = DIM
     from codechunkd.storage.rows import EmbeddedChunk, IndexedFile
 
     chunks = chunk(rel, data)
+    language = chunks[0].language if chunks else "text"
     vecs = rng.standard_normal((len(chunks), dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     ready = tuple(
@@ -62,11 +64,12 @@ def indexed_file(rel: str, data: bytes, rng: np.random.Generator, dim: int = DIM
         )
         for c, v in zip(chunks, vecs, strict=True)
     )
-    return IndexedFile(path=rel, blob="0" * 40, language="python", dirty=False, chunks=ready)
+    return IndexedFile(path=rel, blob="0" * 40, language=language, dirty=False, chunks=ready)
 
 
-def build(index: Path, lib: Path) -> int:
-    """Chunk every stdlib module into ``index``; returns the chunk rows."""
+def build(index: Path, lib: Path, ext: str = ".py") -> int:
+    """Chunk every ``ext`` file under ``lib`` (the stdlib's modules, by default) into
+    ``index``, ``site-packages`` and ``testdata`` left out; returns the chunk rows."""
     from codechunkd.storage.store import IndexStore
 
     store = IndexStore(str(index))
@@ -74,7 +77,8 @@ def build(index: Path, lib: Path) -> int:
     source = SimpleNamespace(id="stdlib", repo=str(lib))
     head = SimpleNamespace(branch="main", commit=None)
     rng = np.random.default_rng(31)
-    paths = [p for p in sorted(lib.rglob("*.py")) if "site-packages" not in p.parts]
+    skip = {"site-packages", "testdata"}
+    paths = [p for p in sorted(lib.rglob(f"*{ext}")) if not skip & set(p.parts)]
     batch: list[Any] = []
     total = 0
     for path in paths:
@@ -129,10 +133,11 @@ def main() -> None:
     ap.add_argument("--index", type=Path, default=Path("/tmp/codechunkd-bench-refs/index"))
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--lib", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
+    ap.add_argument("--ext", default=".py", help="the files of --lib to index (.go: Go's)")
     args = ap.parse_args()
     if not (args.index / "chunks.lance").is_dir():
         t = time.monotonic()
-        rows = build(args.index, args.lib)
+        rows = build(args.index, args.lib, args.ext)
         print(f"built {args.index}: {rows:,} chunks in {time.monotonic() - t:.0f} s")
     from codechunkd.storage.store import IndexStore
 

@@ -54,6 +54,8 @@ def test_a_predeclared_name_is_never_a_method_of_the_same_name(
 
 SERVER = """package srv
 
+import "errors"
+
 type Handler interface {
 \tServe(r string) error
 }
@@ -68,6 +70,12 @@ type Mux struct{}
 func (m *Mux) Handler(r string) Handler { return nil }
 
 func (s *Server) Listen() string { return s.Addr }
+
+var ErrClosed = errors.New("closed")
+
+func (s *Server) Close() error { return ErrClosed }
+
+func index() int { return 0 }
 """
 MAIN = """package main
 
@@ -76,6 +84,11 @@ import "example.com/app/srv"
 func run(s *srv.Server, h srv.Handler) string {
 \ts.Handler = h
 \treturn s.Addr
+}
+
+func count() int {
+\tindex := 2
+\treturn index
 }
 """
 
@@ -86,12 +99,14 @@ def test_a_struct_field_is_defined_and_read(
     """``Server.Addr`` is a definition at its field's line, and each read of it (``s.Addr``
     in a method, through the receiver; in another package, through the parameter's
     type) is a use (Go recorded neither); ``srv.Handler``, the package's interface, is
-    not the method ``Mux.Handler`` nor the field ``Server.Handler`` of the same name."""
+    not the method ``Mux.Handler`` nor the field ``Server.Handler`` of the same name; a
+    sentinel returned (``return ErrClosed``) is a use of it; a local ``index`` in package
+    ``main`` is not package ``srv``'s function ``index`` (it was, by name)."""
     files = {"go.mod": "module example.com/app\n", "srv/srv.go": SERVER, "main.go": MAIN}
     index = index_of(repo, indexer, settings, files)
-    assert [(d.path, d.line) for d in index.definitions("Server.Addr")] == [("srv/srv.go", 8)]
+    assert [(d.path, d.line) for d in index.definitions("Server.Addr")] == [("srv/srv.go", 10)]
     uses = {(u.path, u.line, u.how) for u in index.references("Server.Addr")}
-    assert uses == {("srv/srv.go", 16, "exact"), ("main.go", 7, "imported")}, uses
+    assert uses == {("srv/srv.go", 18, "exact"), ("main.go", 7, "imported")}, uses
     uses = {(u.path, u.line) for u in index.references("Server.Handler")}
     assert uses == {("main.go", 6)}, uses
     graph = index.refs.graph()
@@ -101,3 +116,7 @@ def test_a_struct_field_is_defined_and_read(
         if graph._path[i] == "main.go" and graph._kind[i] == "type"
     ]
     assert typed == [["Handler"]], typed
+    uses = {(u.path, u.line, u.how) for u in index.references("ErrClosed")}
+    assert uses == {("srv/srv.go", 22, "exact")}, uses  # ``return ErrClosed``
+    bare = [graph.resolve(i) for i in graph.uses_by_name["index"] if graph._path[i] == "main.go"]
+    assert bare == [([], "")], bare  # a local: Go names nothing bare beyond its package

@@ -208,6 +208,18 @@ _GO: Final = [
     ("type", "(qualified_type package: (package_identifier) @qual name: (type_identifier) @name)"),
     ("type", "(type_identifier) @name"),
     ("value", "(argument_list (identifier) @name)"),
+    *(  # ``return ErrClosed``, ``x := DefaultMaxHeaderBytes``, ``case StatusOK:``
+        ("value", f"({node} (expression_list (identifier) @name))")
+        for node in (
+            "return_statement",
+            "short_var_declaration right:",
+            "assignment_statement right:",
+            "var_spec value:",
+            "expression_case value:",
+        )
+    ),
+    ("value", "(literal_value (literal_element (identifier) @name))"),  # ``[]T{A, B}``
+    ("value", "(keyed_element value: (literal_element (identifier) @name))"),  # ``{K: V}``
     # ``s.Addr``, ``http.StatusOK`` read (a call's is its ``call`` row: one row per name)
     ("value", f"(selector_expression operand: {_Q} field: (field_identifier) @name)"),
     ("import", "(import_spec) @import"),

@@ -3,16 +3,17 @@
 
 The last resort of ``RefGraph._resolve`` is every definition of the name in the source, in
 a language the use's can call (``refnames.family``): a guess, ``by-name``.  None for a bare
-Python name: Python names nothing bare beyond its file's scope (the file's definitions and
-imports, then the builtins), so ``open(p)`` or a local ``title`` there is never another
-module's ``open`` or ``UserString.title``.  None for a value either (``MAX = 3`` resolves in
-its file or through an import; it is not in ``_by_src_name``).  None for a method of the
-language's own types on a receiver of no known class (``"\\n".join(x)``, ``d.items()``,
-``arr.push(x)``: ``chunking/predeclared.BUILTIN_METHODS``), and for a name read, not called,
-on a receiver of no known class (``r.body``: a field of some class), unless the receiver is
-named for a class that has it (``message.get``: ``Message.get``).  When uses are listed, a
-guess is narrowed by the use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a
-function).
+Python or Go name: Python names nothing bare beyond its file's scope (the file's
+definitions and imports, then the builtins), Go nothing beyond its package's, so
+``open(p)`` or a local ``title`` there is never another module's ``open`` or
+``UserString.title``, nor a Go local ``index`` another package's function.  None for a
+value either (``MAX = 3`` resolves in its file or through an import; it is not in
+``_by_src_name``).  On a receiver of no known class, none for a method of the language's
+own types (``"\\n".join(x)``, ``d.items()``, ``arr.push(x)``:
+``chunking/predeclared.BUILTIN_METHODS``) nor for a name read, not called (``r.body``: a
+field of some class), unless the receiver is named for a class that has it
+(``message.get``: ``Message.get``).  When uses are listed, a guess is narrowed by the
+use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a function).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ __all__ = ["BARE_MEMBERS", "Guesses"]
 BARE_MEMBERS: Final = frozenset({"java", "ruby"})
 """Languages where a bare name can call a member of the enclosing class."""
 _MEMBER: Final = re.compile(r"\.|::")
+_SCOPED: Final = frozenset({"python", "go"})
+"""Languages whose bare names mean nothing beyond the file (Python) or package (Go) and
+their imports, where ``RefGraph._resolve`` looked before any guess."""
 
 Forms = tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]
 """A name's definitions split by form: members, functions, members by their class's name
@@ -50,8 +54,8 @@ class Guesses:
     def _guess(self, i: int, qual: str) -> tuple[list[int], str]:
         """Every definition the use row ``i`` (written after ``qual``) can mean by its name
         alone, ``by-name`` (a shared list: callers never change it), or none."""
-        if not qual and self._lang[i] == "python":
-            return [], ""  # a builtin or a local, never another file's
+        if not qual and self._lang[i] in _SCOPED:
+            return [], ""  # a builtin or a local, never another file's (package's) name
         fam = family(self._lang[i])
         anywhere = self._by_src_name.get((self._src[i], fam, self._name[i]))
         own = self._name[i] in BUILTIN_METHODS.get(fam, ())  # ``d.items()``: the language's
