@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from tests.conftest import finishes_within
 
 from codechunkd.chunking.chunker import chunk
 from codechunkd.chunking.snippet import dedent, first_line_indent
@@ -192,3 +193,16 @@ def test_a_chunk_reads_as_in_its_file_whatever_its_brackets_strings_and_comments
     assert content.splitlines()[0] == first
     assert first_line_indent(content, language) == " " * column, content
     assert dedent(content, language) == textwrap.dedent(" " * column + content)
+
+
+def test_a_hostile_line_is_read_in_linear_time() -> None:
+    """A line of 100,000 escaped quotes (``'\\'\\'…``): each quote looked for its closing
+    one to the end of the line (hours); one pass now.  The deadline is a hang detector."""
+    code = (
+        "from codechunkd.chunking.snippet import dedent\n"
+        'line = "\'" + "\\\\\'" * 100_000\n'
+        "text = 'def f(x):\\n    return ' + line + '\\n    pass\\n'\n"
+        "assert dedent(text, 'python').startswith('def f(x):')\n"
+        "assert dedent(text[4:], 'javascript')\n"
+    )
+    finishes_within(code, 60, "putting back the column of a chunk with a line of 100,000 quotes")

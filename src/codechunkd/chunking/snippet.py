@@ -169,12 +169,15 @@ def _logical(lines: list[str], language: str) -> tuple[str, list[tuple[str, str]
 
 def _code(line: str, comment: str | None) -> str:
     """``line`` with each string literal emptied and a trailing comment cut (roughly: a
-    quote with no other on its line is kept, an apostrophe or a Rust lifetime)."""
+    quote with no other on its line is kept, an apostrophe or a Rust lifetime).  In one
+    pass: once a quote finds no closing one, the same quote later is taken as a character
+    (``'\\'\\'\\'…`` would have scanned the rest of the line from each)."""
     out = []
+    unclosed: set[str] = set()
     i, n = 0, len(line)
     while i < n:
         c = line[i]
-        if c in "\"'":
+        if c in "\"'" and c not in unclosed:
             j = i + 1
             while j < n and line[j] != c:
                 j += 2 if line[j] == "\\" else 1
@@ -182,6 +185,7 @@ def _code(line: str, comment: str | None) -> str:
                 out.append('""')
                 i = j + 1
                 continue
+            unclosed.add(c)
         elif comment and line.startswith(comment, i) and (i == 0 or line[i - 1] in " \t"):
             break
         out.append(c)
