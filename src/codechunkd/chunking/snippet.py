@@ -149,7 +149,7 @@ def _logical(lines: list[str], language: str) -> tuple[str, list[tuple[str, str]
         if code.endswith("{"):
             blocks.append(depth)
             depth = 0
-        if at_start and _CONTINUES.match(code):  # ``.then(…)``, C++'s ``: base(x) {``
+        if at_start and comment and _CONTINUES.match(code):  # ``.then(…)``, ``: base(x) {``
             at_start = False
             if not rest:
                 first_end = None  # the first statement goes on
