@@ -108,7 +108,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "csharp": 2,
     "ruby": 2,
     "python": 4,
-    "go": 4,
+    "go": 5,
     "bash": 1,
     "javascript": 3,
     "typescript": 6,
@@ -156,7 +156,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   enum's members.
 - go 3: a struct's fields are definitions (``Server.Addr``), and a field or package name
   read (``s.Addr``, ``http.StatusOK``) is a ``value`` use; go 4: so is a name returned,
-  assigned, in a composite literal or a ``case`` (``return ErrClosed``).
+  assigned, in a composite literal or a ``case`` (``return ErrClosed``); go 5: a struct
+  field's type is a ``binds`` row (``Server.conn``), which types ``s.conn.Close()``.
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which

@@ -53,7 +53,16 @@ KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: The query kinds that make ``binds`` rows (read in :func:`extract`).
 _BINDS: Final = frozenset(
-    {"binds", "binds_call", "binds_new", "binds_c", "binds_this", "binds_ret", "binds_result"}
+    {
+        "binds",
+        "binds_call",
+        "binds_new",
+        "binds_c",
+        "binds_this",
+        "binds_ret",
+        "binds_result",
+        "binds_field",
+    }
 )
 #: Names longer than this are not names (minified code, generated tables): skipped.
 _MAX_NAME: Final = 200
@@ -166,6 +175,15 @@ _GO: Final = [
     *(  # ``func (b *Writer) …``, ``w *bufio.Writer`` parameters, ``var b Builder``: its type
         ("binds", f"({node} name: (identifier) @var type: {typ})")
         for node in ("parameter_declaration", "var_spec")
+        for typ in _GO_TYPES
+    ),
+    *(  # ``type Server struct { conn *net.Conn }``: ``Server.conn``'s type, which types
+        # ``s.conn.Close()`` (``storage/reftyped.py``)
+        (
+            "binds_field",
+            "(type_spec name: (type_identifier) @cls type: (struct_type (field_declaration_list"
+            f" (field_declaration name: (field_identifier) @var type: {typ}))))",
+        )
         for typ in _GO_TYPES
     ),
     *(  # ``w := NewWriter(…)``, ``var m = http.NewServeMux()``
@@ -491,6 +509,8 @@ def _bind(language: str, kind: str, caps: dict[str, list[Node]], source: bytes) 
     bound = span(var[0], source)
     if kind == "binds_this":  # a parameter property: the field
         bound = f"this.{bound}"
+    elif kind == "binds_field":  # a Go struct's field: ``Server.conn``
+        bound = f"{span(caps['cls'][0], source)}.{bound}"
     elif kind == "binds_ret":  # what calling the function gives
         bound = f"{bound}()"
     pkg = caps.get("pkg")

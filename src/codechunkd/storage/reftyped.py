@@ -166,6 +166,8 @@ class Typed:
         called = callee(var) if var.endswith(")") else None
         if not typed[0] and called is not None:  # ``Engine(cfg).run()``, ``make().run()``
             typed = self._on(self._call_rows(i, src, path, called), path, name)
+        if not typed[0] and called is None and self._lang[i] == "go":
+            typed = self._on(self._field_binds(i, src, path, var), path, name)
         if typed[0] or called is not None:
             return typed
         defs = self._file_defs.get((src, path))
@@ -174,6 +176,26 @@ class Typed:
             return [], ""
         found = [j for c in local if c != i for j in self._member_of(c, name)]  # ``Engine.run``
         return (found, EXACT) if found else ([], "")
+
+    def _field_binds(self, i: int, src: str, path: str, var: str) -> list[int]:
+        """Go: the ``binds`` rows of the field ``var`` names on a variable (``s.conn``, in
+        a method of ``func (s *Server)``): the field's declaration in the variable's struct
+        (``conn *net.TCPConn``, a ``Server.conn`` row of the struct's chunk), in any file."""
+        head, _, field = var.partition(".")
+        if not field or not head.isidentifier() or not field.isidentifier():
+            return []
+        scope: str | None = self._csym[i]
+        binds = None
+        while not binds and scope is not None:
+            binds = self._binds.get((src, path, scope, head))
+            scope = scope.rpartition(".")[0] if scope else None
+        rows: list[int] = []
+        for b in binds or ():
+            made, via = self.resolve(b)
+            for c in made if via != BY_NAME else ():
+                key = (self._src[c], self._path[c], self._sym[c], f"{self._sym[c]}.{field}")
+                rows += self._binds.get(key, [])
+        return rows
 
     def _on(self, rows: list[int], path: str, name: str) -> tuple[list[int], str]:
         """``name`` in the classes the rows ``rows`` (binds or calls) resolve to, or in
