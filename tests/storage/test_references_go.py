@@ -82,6 +82,12 @@ type Router struct {
 }
 
 func (r *Router) Route() Handler { return r.mux.Handler("x") }
+
+type App struct {
+\trouter *Router
+}
+
+func (a *App) Route() Handler { return a.router.mux.Handler("y") }
 """
 MAIN = """package main
 
@@ -108,7 +114,8 @@ def test_a_struct_field_is_defined_and_read(
     not the method ``Mux.Handler`` nor the field ``Server.Handler`` of the same name; a
     sentinel returned (``return ErrClosed``) is a use of it; a local ``index`` in package
     ``main`` is not package ``srv``'s function ``index`` (it was, by name); a call through a
-    field (``r.mux.Handler("x")``) is a method of the field's type (it was a guess)."""
+    field (``r.mux.Handler("x")``, ``a.router.mux.Handler("y")``) is a method of the
+    field's type (it was a guess)."""
     files = {"go.mod": "module example.com/app\n", "srv/srv.go": SERVER, "main.go": MAIN}
     index = index_of(repo, indexer, settings, files)
     assert [(d.path, d.line) for d in index.definitions("Server.Addr")] == [("srv/srv.go", 10)]
@@ -128,4 +135,5 @@ def test_a_struct_field_is_defined_and_read(
     bare = [graph.resolve(i) for i in graph.uses_by_name["index"] if graph._path[i] == "main.go"]
     assert bare == [([], "")], bare  # a local: Go names nothing bare beyond its package
     uses = {(u.path, u.line, u.how) for u in index.references("Mux.Handler")}
-    assert uses == {("srv/srv.go", 30, "exact")}, uses  # through the field's type: ``mux *Mux``
+    assert uses == {("srv/srv.go", 30, "exact"), ("srv/srv.go", 36, "exact")}, uses
+    # through the field's type (``mux *Mux``), and down a chain of fields (``a.router.mux``)

@@ -39,6 +39,10 @@ row and the depth alone (not of which name was asked first), a cycle ends, and v
 each given two others' results (branching in two at every step) cost rows x depth."""
 
 
+_FIELD_STEPS: Final = 4
+"""At most this many fields are followed down a Go qualifier (``a.b.c.d.e``)."""
+
+
 class _Walking(threading.local):
     """This thread's walk through the graph (readers share a graph): how deep, and whether
     a resolution under way was cut short."""
@@ -180,21 +184,26 @@ class Typed:
     def _field_binds(self, i: int, src: str, path: str, var: str) -> list[int]:
         """Go: the ``binds`` rows of the field ``var`` names on a variable (``s.conn``, in
         a method of ``func (s *Server)``): the field's declaration in the variable's struct
-        (``conn *net.TCPConn``, a ``Server.conn`` row of the struct's chunk), in any file."""
-        head, _, field = var.partition(".")
-        if not field or not head.isidentifier() or not field.isidentifier():
+        (``conn *net.TCPConn``, a ``Server.conn`` row of the struct's chunk), in any file;
+        field by field down a chain (``s.conn.rwc``: ``conn``'s struct's ``rwc``)."""
+        head, *fields = var.split(".")
+        if not 0 < len(fields) <= _FIELD_STEPS or not all(
+            n.isidentifier() for n in (head, *fields)
+        ):
             return []
         scope: str | None = self._csym[i]
         binds = None
         while not binds and scope is not None:
             binds = self._binds.get((src, path, scope, head))
             scope = scope.rpartition(".")[0] if scope else None
-        rows: list[int] = []
-        for b in binds or ():
-            made, via = self.resolve(b)
-            for c in made if via != BY_NAME else ():
-                key = (self._src[c], self._path[c], self._sym[c], f"{self._sym[c]}.{field}")
-                rows += self._binds.get(key, [])
+        rows: list[int] = list(binds or ())
+        for field in fields:
+            typed, rows = rows, []
+            for b in dict.fromkeys(typed):
+                made, via = self.resolve(b)
+                for c in [k for j in made for k in self._made(j)] if via != BY_NAME else ():
+                    key = (self._src[c], self._path[c], self._sym[c], f"{self._sym[c]}.{field}")
+                    rows += self._binds.get(key, [])
         return rows
 
     def _on(self, rows: list[int], path: str, name: str) -> tuple[list[int], str]:
@@ -212,7 +221,7 @@ class Typed:
                     found += self._inherited(c, self._sym[c], name, 0)
                 if via == IMPORTED or any(self._path[j] != path for j in found):
                     how = IMPORTED
-        return (found, how) if found else ([], "")
+        return (list(dict.fromkeys(found)), how) if found else ([], "")  # once each
 
     def _made(self, c: int) -> list[int]:
         """What calling the definition row ``c`` gives: the classes its ``-> T`` names, or
