@@ -61,10 +61,15 @@ class Guesses:
         own = self._name[i] in BUILTIN_METHODS.get(fam, ())  # ``d.items()``: the language's
         if anywhere and qual and (own or self._kind[i] == "value"):  # ``r.body`` read: a field
             # of some class; either way, only a class named for the receiver's (``message.get``)
-            anywhere = self._forms(self._src[i], fam, self._name[i], anywhere)[3].get(
-                _MEMBER.split(qual)[-1].strip("_()").lower(), []
-            )
+            anywhere = self._receiver_named(i, qual, anywhere) or []
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _receiver_named(self, i: int, qual: str, rows: list[int]) -> list[int] | None:
+        """The members among ``rows`` of a class named like the receiver ``qual`` of the use
+        row ``i`` (``subscriber.next``: ``Subscriber.next``), or None."""
+        fam = family(self._lang[i])
+        by_lower = self._forms(self._src[i], fam, self._name[i], rows)[3]
+        return by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
 
     def _by_form(self, i: int, rows: list[int]) -> list[int]:
         """The definitions a by-name use can mean, by its form: ``x.m()`` a member (of a
@@ -79,9 +84,7 @@ class Guesses:
             return rows if self._lang[i] in BARE_MEMBERS else functions
         if qual[:1].isupper() and qual.isidentifier() and qual not in SELF:
             return by_lower.get(qual.lower(), [])  # ``Thread.State``: that class's, if here
-        named = by_lower.get(_MEMBER.split(qual)[-1].strip("_()").lower())
-        if self._kind[i] == "value":  # ``r.request`` read, not called: a method only of a
-            return named or []  # receiver named for its class (else, mostly, a field)
+        named = self._receiver_named(i, qual, rows)  # (a read's guess is only these: ``_guess``)
         if len(members) <= 1:
             return members
         if named:

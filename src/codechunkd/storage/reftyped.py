@@ -159,13 +159,7 @@ class Typed:
         """``name`` on ``var``, a qualifier that is not a module the file imports: a member
         of the class ``var`` is bound to, is called, or names (see the module's doc)."""
         field = var[5:] if var.startswith("this.") else ""  # ``this.s``: also the field ``s``
-        scope: str | None = self._csym[i]
-        binds = None  # the variable's, else a field of an enclosing class, else the module's
-        while not binds and scope is not None:
-            binds = self._binds.get((src, path, scope, var))
-            if field:
-                binds = (binds or []) + self._binds.get((src, path, scope, field), [])
-            scope = scope.rpartition(".")[0] if scope else None
+        binds = self._scoped(i, src, path, (var, field) if field else (var,))
         typed = self._on(binds, path, name) if binds else ([], "")
         called = callee(var) if var.endswith(")") else None
         if not typed[0] and called is not None:  # ``Engine(cfg).run()``, ``make().run()``
@@ -181,6 +175,17 @@ class Typed:
         found = [j for c in local if c != i for j in self._member_of(c, name)]  # ``Engine.run``
         return (found, EXACT) if found else ([], "")
 
+    def _scoped(self, i: int, src: str, path: str, names: tuple[str, ...]) -> list[int]:
+        """The ``binds`` rows of ``names`` in the definition of the use row ``i``, else in
+        the nearest enclosing one that has any (a class's field, the module's variable)."""
+        scope: str | None = self._csym[i]
+        while scope is not None:
+            binds = [j for n in names for j in self._binds.get((src, path, scope, n), ())]
+            if binds:
+                return binds
+            scope = scope.rpartition(".")[0] if scope else None
+        return []
+
     def _field_binds(self, i: int, src: str, path: str, var: str) -> list[int]:
         """Go: the ``binds`` rows of the field ``var`` names on a variable (``s.conn``, in
         a method of ``func (s *Server)``): the field's declaration in the variable's struct
@@ -191,12 +196,7 @@ class Typed:
             n.isidentifier() for n in (head, *fields)
         ):
             return []
-        scope: str | None = self._csym[i]
-        binds = None
-        while not binds and scope is not None:
-            binds = self._binds.get((src, path, scope, head))
-            scope = scope.rpartition(".")[0] if scope else None
-        rows: list[int] = list(binds or ())
+        rows = self._scoped(i, src, path, (head,))
         for field in fields:
             typed, rows = rows, []
             for b in dict.fromkeys(typed):
