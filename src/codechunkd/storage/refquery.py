@@ -261,7 +261,7 @@ class ReferenceQueries:
             return {}
         found = snap.scan(
             ["chunk_id", "qualifier", "line"],
-            f"path = {quote(path)} AND kind = 'definition' AND module = {quote(VALUE)}",
+            f"path = {quote(path)} AND kind = {quote(DEFINITION)} AND module = {quote(VALUE)}",
         )
         wanted = set(chunk_ids)
         rows = sorted(
