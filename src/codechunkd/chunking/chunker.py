@@ -61,6 +61,7 @@ from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.macros import blank_export_macros
 from codechunkd.chunking.references import Ref, extract
+from codechunkd.chunking.refs_package import package_refs
 from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
 from codechunkd.config.settings import ChunkingSettings
@@ -118,6 +119,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "c": 1,
     "cpp": 1,
     "cuda": 1,
+    "json": 1,
 }
 """The chunker's version per language, on top of CHUNKER_VERSION (17 folded the earlier ones).
 
@@ -158,6 +160,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   read (``s.Addr``, ``http.StatusOK``) is a ``value`` use; go 4: so is a name returned,
   assigned, in a composite literal or a ``case`` (``return ErrClosed``); go 5: a struct
   field's type is a ``binds`` row (``Server.conn``), which types ``s.conn.Close()``.
+- json 1: a ``package.json`` says the package it declares and its entry files (``package``
+  rows: ``chunking/refs_package.py``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
@@ -304,7 +308,10 @@ def chunk(
             if rules.python_docstrings:
                 module_note = docstrings.module_summary(tree.root_node)
     out = _finish(path, source, lang, rules, pieces, count_tokens, module_note)
-    if tree is not None and lang != "rst":
+    if tree is not None and lang == "json":
+        if path.rpartition("/")[2] == "package.json":  # the package it declares
+            _attach_refs(out, package_refs(tree.root_node))
+    elif tree is not None and lang != "rst":
         _attach_refs(out, extract(lang, tree, source))
     return out
 

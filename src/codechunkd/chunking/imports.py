@@ -73,13 +73,24 @@ def _python_imports(node: Node) -> list[Ref]:
 
 def _js_require(node: Node) -> list[Ref]:
     """``const x = require('m')`` binds x to m; ``const {a, b: c} = require('m')`` binds
-    a to m's a and c to m's b."""
-    call = node.child_by_field_name("value")
+    a to m's a and c to m's b; ``module.exports = require('m')`` passes every name of m on
+    (``*``), ``exports.x = require('m')`` (or ``module.exports.x``) binds x to m."""
+    assigned = node.type == "assignment_expression"
+    call = node.child_by_field_name("right" if assigned else "value")
     args = call.child_by_field_name("arguments") if call is not None else None
     string = args.named_children[0] if args is not None and args.named_children else None
     module = _text(string).strip("'\"`")
-    name = node.child_by_field_name("name")
+    name = node.child_by_field_name("left" if assigned else "name")
     if name is None or not module:
+        return []
+    if assigned and name.type == "member_expression":
+        target = _text(name)
+        if target == "module.exports":
+            return [_ref(name, "*", "", module)]
+        prop = name.child_by_field_name("property")
+        owner = _text(name.child_by_field_name("object"))
+        if prop is not None and owner in {"exports", "module.exports"}:
+            return [_ref(prop, _text(prop), "", module)]
         return []
     if name.type == "identifier":
         return [_ref(name, _text(name), "", module)]
@@ -96,7 +107,7 @@ def _js_require(node: Node) -> list[Ref]:
 
 
 def _js_imports(node: Node) -> list[Ref]:
-    if node.type == "variable_declarator":
+    if node.type in {"variable_declarator", "assignment_expression"}:
         return _js_require(node)
     source = node.child_by_field_name("source")
     module = _text(source).strip("'\"`")

@@ -91,10 +91,13 @@ _JS_COMMON: Final = [
     ("value", f"(member_expression object: {_Q} property: (property_identifier) @name)"),
     ("import", "(import_statement) @import"),
     ("import", "(export_statement source: (string)) @import"),  # a re-export: ``export * from``
-    (
-        "import",
-        "(variable_declarator value: (call_expression function: (identifier) @fn"
-        ' (#eq? @fn "require") arguments: (arguments (string)))) @import',
+    *(  # ``const x = require('m')``; ``module.exports = require('./x')``: a re-export
+        (
+            "import",
+            f"({node} (call_expression function: (identifier) @fn"
+            ' (#eq? @fn "require") arguments: (arguments (string)))) @import',
+        )
+        for node in ("variable_declarator value:", "assignment_expression right:")
     ),
 ]
 _JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]

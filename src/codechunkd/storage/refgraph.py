@@ -7,7 +7,8 @@ writer has committed since.  A name used in a file is resolved, in order:
 1. ``exact``: a definition of that name in the same file, for a bare name or one on
    ``self``/``cls``/``this``/``Self``;
 2. ``imported``: through the file's imports: the module path is mapped to files of the
-   same source (Python dotted and relative modules, TS/JS relative paths and index files,
+   same source (Python dotted and relative modules, TS/JS relative paths and index files
+   and packages by the name their ``package.json`` declares,
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
    packages; PHP by the namespace a definition declares), and the name looked up there,
    following re-exports (an ``__init__.py`` or ``index.ts`` that imports it in turn) up to
@@ -36,6 +37,7 @@ from collections.abc import Iterable
 from typing import Any, Final, TypeVar
 
 from codechunkd.chunking.predeclared import GO_BUILTIN
+from codechunkd.chunking.refs_package import PACKAGE
 from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.refcsharp import CSharpNames
 from codechunkd.storage.references import DEFINITION, VALUE, Definition, Use
@@ -76,7 +78,7 @@ COLUMNS: Final = (
 _USES: Final = frozenset({"call", "inherit", "type", "value", "import"})
 """The rows a question about uses reads unless it names kinds: not ``binds`` (the call or
 type that gave the variable its class says it)."""
-SKELETON: Final = (DEFINITION, "import", "inherit")
+SKELETON: Final = (DEFINITION, "import", "inherit", PACKAGE)
 """The rows that resolve a use: every one of them is read for any question."""
 _ATTRS: Final = "_src _path _lang _chunk _csym _kind _name _qual _mod _line".split()  # noqa: SIM905
 """The graph's list of each of :data:`COLUMNS`, in their order."""
@@ -147,10 +149,9 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         self._bases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)  # as written
+        packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         for i in range(self._n):
-            key = (self._src[i], self._path[i])
-            name = self._name[i]
-            kind = self._kind[i]
+            key, name, kind = (self._src[i], self._path[i]), self._name[i], self._kind[i]
             if kind == DEFINITION:
                 self.defs_by_name[name].append(i)
                 if self._mod[i] != VALUE:  # ``MAX = 3`` is no by-name guess's: imported or here
@@ -159,6 +160,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 if len(parts) > 1:
                     self._members[(self._src[i], parts[-2], name)].append(i)
                 self._file_defs[key][name].append(i)
+            elif kind == PACKAGE:  # what a ``package.json`` declares (chunking/refs_package.py)
+                packages[(self._src[i], name)].append((self._path[i], self._mod[i]))
             else:
                 self.uses_by_name[name].append(i)
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
@@ -170,7 +173,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
-        self._paths = ModulePaths(set(zip(self._src, self._path, strict=True)) | (files or set()))
+        files = {*zip(self._src, self._path, strict=True), *(files or ())}
+        self._paths = ModulePaths(files, packages)
 
     def _heir(self, i: int) -> str:
         """The class of base row ``i``: its chunk's, or the Perl package it names."""

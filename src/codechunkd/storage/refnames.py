@@ -50,6 +50,14 @@ _C_HEADERS: Final = frozenset({"h", "hh", "hpp", "hxx", "h++", "ipp", "inl", "tp
 _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
 _C_FILES: Final = _C_HEADERS | frozenset(_C_SOURCES)
 _INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
+_JS_FILES: Final = frozenset({"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
+#: Where a package's entry is looked for when its ``package.json`` names none that the
+#: source has: Node's ``index.js``, and the usual places of a TypeScript package's source.
+_INDEXES: Final = ("index", "src/index", "lib/index")
+#: The first folder of a built entry (``dist/index.js``), which ``src/`` is the source of.
+_BUILT: Final = re.compile(r"^(?:dist|build|lib|out|esm|cjs|es|module|types)/")
+#: A TypeScript declaration file's ``.d`` (``index.d.ts``), whose source is ``index.ts``.
+_DECLARATION: Final = re.compile(r"\.d(?=\.[mc]?ts$)")
 _IMPL: Final = re.compile(
     r"\bimpl\s+(?:[\w:]+\s+for\s+)?[&*]*\s*(?:mut\s+|dyn\s+)*(?:[a-z_]\w*::)*(\w+)"
 )
@@ -172,6 +180,22 @@ def _stem(path: str) -> str:
     return stem
 
 
+def _nearest(folders: set[str], here: str, name: str) -> str:
+    """Of the folders that declare package ``name``, the one Node's lookup from the folder
+    ``here`` reaches first (``node_modules/<name>`` in ``here`` or the nearest folder above
+    it), else one that is no installed copy (a workspace's), else the first by path."""
+    at = here
+    while True:
+        installed = posixpath.join(at, "node_modules", name) if at else f"node_modules/{name}"
+        if installed in folders:
+            return installed
+        if not at:
+            break
+        at = posixpath.dirname(at)
+    own = sorted(f for f in folders if "node_modules" not in f.split("/"))
+    return (own or sorted(folders))[0]
+
+
 def _suffixes(stem: str) -> Iterable[str]:
     parts = stem.split("/")
     for i in range(len(parts)):
@@ -181,7 +205,14 @@ def _suffixes(stem: str) -> Iterable[str]:
 class ModulePaths:
     """The files of each source by every path a module can be written as."""
 
-    def __init__(self, files: Iterable[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        files: Iterable[tuple[str, str]],
+        packages: dict[tuple[str, str], list[tuple[str, str]]] | None = None,
+    ) -> None:
+        """``packages``: for each (source, package name) the (``package.json`` path, entry)
+        pairs its ``package`` rows give, in their order (chunking/refs_package.py)."""
+        self._packages = packages or {}
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for src, path in files:
@@ -196,11 +227,13 @@ class ModulePaths:
         lang = path.rsplit(".", 1)[-1]
         if lang in _C_FILES:
             return self._include(src, path, module)
-        if lang in {"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"} and module.startswith(
-            "."
-        ):
+        if lang in _JS_FILES and module.startswith("."):
             rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
             return self._modules.get((src, _stem(rel)), set())
+        if lang in _JS_FILES:
+            found = self._package(src, path, module)
+            if found is not None:
+                return found
         if lang == "go":
             for cut in range(module.count("/") + 1):
                 key = module.split("/", cut)[-1]
@@ -238,6 +271,41 @@ class ModulePaths:
         if not found and lang == "java":  # ``import a.b.C``: class ``C`` of package ``a.b``
             found = self._dirs.get((src, key), set())
         return found
+
+    def _package(self, src: str, path: str, module: str) -> set[str] | None:
+        """The files a bare JS/TS module (``@npmcli/arborist``, ``rxjs/operators``) names in
+        ``path``: in the folder of the ``package.json`` that declares the package (the
+        nearest ``node_modules/<name>`` above ``path``, as Node looks, else a workspace's
+        folder), its entry file, else the entry's ``src/`` twin (``dist/index.js`` is built
+        from ``src/index.ts``), else an ``index`` file; a subpath from that folder.  None
+        when no ``package.json`` of the source declares it."""
+        scoped = module.startswith("@")
+        parts = module.split("/")
+        name = "/".join(parts[:2] if scoped else parts[:1])
+        declared = self._packages.get((src, name))
+        if not declared:
+            return None
+        folders = {posixpath.dirname(manifest) for manifest, _ in declared}
+        folder = _nearest(folders, posixpath.dirname(path), name)
+        rest = "/".join(parts[2:] if scoped else parts[1:])
+        if rest:  # ``@acme/core/util``: ``util.ts`` in the folder, or in its ``src/``
+            return self._in_folder(src, folder, [rest, f"src/{rest}"])
+        entries = [entry for manifest, entry in declared if posixpath.dirname(manifest) == folder]
+        return self._in_folder(src, folder, [e for e in entries if e] + list(_INDEXES))
+
+    def _in_folder(self, src: str, folder: str, entries: list[str]) -> set[str]:
+        """The files of the first of ``entries`` (paths from ``folder``) that the source has,
+        trying each one's ``src/`` twin after it (``index.d.ts`` is read as ``index.ts``)."""
+        for entry in entries:
+            rel = _DECLARATION.sub("", posixpath.normpath(entry))
+            if rel.startswith("../") or rel == "..":  # no file outside the package
+                continue
+            for key in dict.fromkeys((rel, _BUILT.sub("src/", rel, count=1))):
+                at = posixpath.normpath(posixpath.join(folder, key))
+                found = self._modules.get((src, _stem(at)))
+                if found:
+                    return found
+        return set()
 
     def _php(self, src: str, module: str) -> set[str]:
         """The files of a PHP namespace or class (``App\\Http`` or ``App\\Http.Kernel``): the

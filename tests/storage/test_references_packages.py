@@ -1,0 +1,133 @@
+"""JavaScript and TypeScript imports of a package by its name, on a real index: the folder
+whose ``package.json`` declares the name (a monorepo's workspace, or the nearest
+``node_modules/<name>`` as Node looks), its entry file or that entry's ``src/`` twin, and
+CommonJS re-exports (``module.exports = require('./x')``, ``exports.Node = require(…)``).
+
+Before, an import of a bare name resolved by the last parts of a path alone: a workspace's
+``@acme/core`` matched no file and its uses were nobody's, and ``require('left-pad')``
+matched any file or folder named ``left-pad`` (a nested copy of another package included).
+
+Real git repositories, a real LanceDB index and the real model (through ``Indexer``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Indexer, Repo
+from tests.storage.test_references import index_of
+
+from codechunkd.config import Settings
+from codechunkd.storage.reader import Index
+
+CLIENT = """export class Client {
+    send(body: string): number {
+        return body.length
+    }
+}
+"""
+UTIL = "export function retry(n: number): number {\n    return n\n}\n"
+DECOY = "export class Client {\n    send(): number {\n        return 0\n    }\n}\n"
+APP = """import { Client } from "@acme/core"
+import { retry } from "@acme/core/util"
+
+export function main(): number {
+    const c = new Client()
+    return c.send("x") + retry(3)
+}
+"""
+
+
+def _manifest(name: str, **fields: object) -> str:
+    return json.dumps({"name": name, "version": "1.0.0", **fields}, indent=2) + "\n"
+
+
+def _uses(index: Index, symbol: str) -> set[tuple[str, str, str]]:
+    """(path, kind, how) of each use of ``symbol`` that resolved to it."""
+    return {(u.path, u.kind, u.how) for u in index.references(symbol) if u.target}
+
+
+def test_a_workspace_package_is_the_folder_that_declares_its_name(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``import {Client} from "@acme/core"`` in another workspace means the class that
+    ``packages/core``'s entry exports: its ``main`` (``dist/index.js``) is not committed,
+    so its ``src/`` twin is read, which re-exports ``./client``; a subpath
+    (``@acme/core/util``) is the file under ``src/``.  A class of the same name in a third
+    workspace is not what it means."""
+    files = {
+        "packages/core/package.json": _manifest(
+            "@acme/core", main="dist/index.js", types="dist/index.d.ts"
+        ),
+        "packages/core/src/index.ts": 'export * from "./client"\n',
+        "packages/core/src/client.ts": CLIENT,
+        "packages/core/src/util.ts": UTIL,
+        "packages/other/package.json": _manifest("@acme/other", main="src/index.ts"),
+        "packages/other/src/client.ts": DECOY,
+        "packages/app/package.json": _manifest("@acme/app"),
+        "packages/app/src/main.ts": APP,
+    }
+    index = index_of(repo, indexer, settings, files)
+    app = "packages/app/src/main.ts"
+    client = _uses(index, "Client")
+    assert (app, "import", "imported") in client, client
+    assert (app, "call", "imported") in client, client
+    targets = {u.target.path for u in index.references("Client") if u.target and u.path == app}
+    assert targets == {"packages/core/src/client.ts"}, targets
+    assert (app, "call", "imported") in _uses(index, "Client.send")  # ``c = new Client()``
+    assert (app, "call", "imported") in _uses(index, "retry")
+
+
+PAD = "function leftPad(s, n) {\n  return s.padStart(n)\n}\n\nmodule.exports = leftPad\n"
+OLD_PAD = "function leftPad(s, n) {\n  return ' '.repeat(n) + s\n}\n\nmodule.exports = leftPad\n"
+TREE = """class Node {
+  constructor(name) {
+    this.name = name
+  }
+}
+
+module.exports = Node
+"""
+TOP = """const leftPad = require('left-pad')
+const { Node } = require('tree')
+
+function show(name) {
+  return leftPad(new Node(name).name, 4)
+}
+
+module.exports = { show }
+"""
+OLD = "const leftPad = require('left-pad')\n\nmodule.exports = (s) => leftPad(s, 2)\n"
+
+
+def test_an_installed_package_is_the_nearest_copy_and_commonjs_reexports_pass_names_on(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``require('left-pad')`` means the copy Node finds: at the top for the app, the one
+    nested under ``node_modules/old`` for ``old``; ``module.exports = require('./pad.js')``
+    passes ``leftPad`` on, and ``exports.Node = require('./node.js')`` makes
+    ``const {Node} = require('tree')`` the class."""
+    files = {
+        "node_modules/left-pad/package.json": _manifest("left-pad", main="lib/index.js"),
+        "node_modules/left-pad/lib/index.js": "module.exports = require('./pad.js')\n",
+        "node_modules/left-pad/lib/pad.js": PAD,
+        "node_modules/old/package.json": _manifest("old"),
+        "node_modules/old/index.js": OLD,
+        "node_modules/old/node_modules/left-pad/package.json": _manifest("left-pad"),
+        "node_modules/old/node_modules/left-pad/index.js": OLD_PAD,
+        "node_modules/tree/package.json": _manifest("tree", main="./index.js"),
+        "node_modules/tree/index.js": "exports.Node = require('./node.js')\n",
+        "node_modules/tree/node.js": TREE,
+        "app.js": TOP,
+    }
+    index = index_of(repo, indexer, settings, files)
+    calls = {
+        (u.path, u.target.path)
+        for u in index.references("leftPad")
+        if u.target and u.kind == "call"
+    }
+    assert calls == {
+        ("app.js", "node_modules/left-pad/lib/pad.js"),
+        ("node_modules/old/index.js", "node_modules/old/node_modules/left-pad/index.js"),
+    }, calls
+    assert ("app.js", "call", "imported") in _uses(index, "Node")  # ``new Node(name)``
