@@ -12,7 +12,10 @@ value either (``MAX = 3`` resolves in its file or through an import; it is not i
 own types (``"\\n".join(x)``, ``d.items()``, ``arr.push(x)``:
 ``chunking/predeclared.BUILTIN_METHODS``) nor for a name read, not called (``r.body``: a
 field of some class), unless the receiver is named for a class that has it
-(``message.get``: ``Message.get``).  When uses are listed, a guess is narrowed by the
+(``message.get``: ``Message.get``).  A bare JavaScript or TypeScript name (``data``,
+``cb()``: a parameter, a local) guesses no class's member and no function nested in
+another (``MessageEvent.data``, ``LRUCache.#fetch.cb``): the language has no implicit
+``this``.  When uses are listed, a guess is narrowed by the
 use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a function).
 """
 
@@ -58,6 +61,8 @@ class Guesses:
             return [], ""  # a builtin or a local, never another file's (package's) name
         fam = family(self._lang[i])
         anywhere = self._by_src_name.get((self._src[i], fam, self._name[i]))
+        if anywhere and not qual and fam == "js":  # a bare ``data`` is no class's member (in
+            anywhere = self._forms(self._src[i], fam, self._name[i], anywhere)[1]  # JS/TS)
         own = self._name[i] in BUILTIN_METHODS.get(fam, ())  # ``d.items()``: the language's
         if anywhere and qual and (own or self._kind[i] == "value"):  # ``r.body`` read: a field
             # of some class; either way, only a class named for the receiver's (``message.get``)

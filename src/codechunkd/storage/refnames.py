@@ -114,9 +114,10 @@ def in_same_module(language: str, owner: str, symbol: str, qualifier: str) -> bo
     class of a namespace it is written in (a bare call is never a method).  Python: a
     function nested in a function the code is in (``define.do_it`` called from
     ``define.wrap``), a function being lower-case (PEP 8) where a class, whose members are
-    not bare names, is not."""
+    not bare names, is not; JavaScript and TypeScript likewise (``share.reset`` called from
+    ``share.resetAndUnsubscribe``: a closure sees the functions of the scopes around it)."""
     scope = symbol.split(".")[:-1]
-    if language == "python":
+    if language == "python" or _FAMILIES.get(language) == "js":
         inside = owner.split(".")[: len(scope)] == scope
         return bool(scope) and scope[-1].lstrip("_")[:1].islower() and inside
     if language == "perl":
