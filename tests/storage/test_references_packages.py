@@ -131,3 +131,36 @@ def test_an_installed_package_is_the_nearest_copy_and_commonjs_reexports_pass_na
         ("node_modules/old/index.js", "node_modules/old/node_modules/left-pad/index.js"),
     }, calls
     assert ("app.js", "call", "imported") in _uses(index, "Node")  # ``new Node(name)``
+
+
+def test_a_package_row_is_no_use_and_a_json_chunks_keys_show_once_in_the_map(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """A ``package.json``'s ``package`` row names the package it declares: it is no use of
+    the key ``left-pad`` in the root ``package.json``'s ``dependencies`` (the map ranked that
+    file by such uses, one from each installed package), and the map lists each line of a
+    file once (the keys of one JSON chunk share its one signature: each was a line)."""
+    deps = {f"dep-{n}": "^1.0.0" for n in range(150)} | {"left-pad": "^1.0.0"}
+    files = {
+        "package.json": _manifest("app", main="app.js", dependencies=deps),
+        "node_modules/left-pad/package.json": _manifest("left-pad", main="lib/index.js"),
+        "node_modules/left-pad/lib/index.js": "module.exports = require('./pad.js')\n",
+        "node_modules/left-pad/lib/pad.js": PAD,
+        "app.js": "const leftPad = require('left-pad')\n\nmodule.exports = (s) => leftPad(s, 2)\n",
+    }
+    index = index_of(repo, indexer, settings, files)
+    graph = index.refs.graph()
+    packages = [i for i in range(graph.rows) if graph._kind[i] == "package"]
+    assert {graph._path[i] for i in packages} == {
+        "package.json",
+        "node_modules/left-pad/package.json",
+    }
+    assert all(graph.resolve(i) == ([], "") for i in packages)
+    entries = index.refs.repo_map(count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10**5)
+    shown = {e.path: e.definitions for e in entries}
+    assert shown["package.json"], shown  # none of its keys is used: its own, in file order
+    lines = [(sig, line) for _, sig, line in shown["package.json"]]
+    assert len(lines) == len(set(lines)), lines
+    assert ('dependencies: "dependencies":', 5) in lines, lines
+    first = [e.path for e in entries]
+    assert first.index("node_modules/left-pad/lib/pad.js") < first.index("package.json"), first

@@ -374,6 +374,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         ``x: T``: a bare ``x`` there is not the module's ``x``; in module code it is: a
         name rebound, ``helper = wrap(helper)``)."""
         name, kind = self._name[i], self._kind[i]
+        if kind == PACKAGE:  # a package's name, not a use (``@npmcli/arborist``: the key of
+            return True  # a ``dependencies`` object in another ``package.json`` is no meaning)
         if not self.defs_by_name.get(name) and kind != "import" and name not in imports:
             return True
         if self._lang[i] == "go" and not self._qual[i] and name in GO_BUILTIN:  # ``len(b)``:

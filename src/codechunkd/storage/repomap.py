@@ -135,16 +135,18 @@ def repo_map(
         values = [g._chunk[j] for j in rows if g._mod[j] == VALUE]
         bound = texts(values) if texts is not None and values else {}
         defs = tuple(
-            (
-                g._chunk[j],
-                # a value (``MAX = 3``) by the line binding it: its chunk's signature is
-                # another definition's, if any
-                _shown(g._qual[j], _line_of(bound.get(g._chunk[j]), g._line[j]))
-                if g._mod[j] == VALUE
-                else _shown(g._qual[j], sigs.get(g._chunk[j])),
-                g._line[j],
+            dict.fromkeys(  # each line once (the keys of one JSON chunk: one signature)
+                (
+                    g._chunk[j],
+                    # a value (``MAX = 3``) by the line binding it: its chunk's signature
+                    # is another definition's, if any
+                    _shown(g._qual[j], _line_of(bound.get(g._chunk[j]), g._line[j]))
+                    if g._mod[j] == VALUE
+                    else _shown(g._qual[j], sigs.get(g._chunk[j])),
+                    g._line[j],
+                )
+                for j in rows
             )
-            for j in rows
         )
         text = render([MapEntry(path=path, rank=rank[path], definitions=defs)])
         cost = count_tokens([text])[0]
