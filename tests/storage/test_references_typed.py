@@ -1,4 +1,4 @@
-"""Python and TypeScript: what a member is used on, typed as the code says it, on a
+"""Python, TypeScript and JavaScript: what a member is used on, typed as the code says it, on a
 real index.
 
 Real git repositories, a real LanceDB index and the real model (through ``Indexer``). Each
@@ -328,6 +328,55 @@ def test_typescript_fields_parameter_properties_and_return_types_type_a_member(
         }, ask
         assert ask(index, "Connection.send") == {("session.ts", 16, "exact")}, ask
         assert ask(index, "Cache.keep") == {("session.ts", 15, "exact")}, ask
+
+
+STORE_JS = """class Cache {
+  get (key) {
+    return key
+  }
+}
+
+class Registry {
+  get (name) {
+    return name
+  }
+}
+
+class Store {
+  constructor () {
+    this.cache = new Cache()
+  }
+
+  find (key) {
+    return this.cache.get(key)
+  }
+}
+
+module.exports = { Cache, Registry, Store }
+"""
+MAIN_JS = """const { Store } = require('./store.js')
+
+function main (key) {
+  const store = new Store()
+  return store.find(key)
+}
+
+module.exports = { main }
+"""
+
+
+def test_javascript_new_types_a_variable_and_a_field_set_in_a_method(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """JavaScript: ``const store = new Store()`` types ``store.find()`` (TypeScript did),
+    and ``this.cache = new Cache()`` in the constructor types ``this.cache.get()`` in
+    another method: ``Cache.get``, not also ``Registry.get``. Before, the first was
+    nobody's (``find`` a guess left to the form) and the second a guess between both."""
+    index = index_of(repo, indexer, settings, {"store.js": STORE_JS, "main.js": MAIN_JS})
+    for ask in (_uses, _whole):
+        assert ask(index, "Store.find") == {("main.js", 5, "imported")}, ask
+        assert ask(index, "Cache.get") == {("store.js", 19, "exact")}, ask
+        assert ask(index, "Registry.get") == set(), ask
 
 
 def test_an_attribute_read_is_a_guessed_use_only_on_a_receiver_named_for_the_class(

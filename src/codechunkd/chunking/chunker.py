@@ -111,9 +111,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "python": 4,
     "go": 5,
     "bash": 1,
-    "javascript": 4,
-    "typescript": 7,
-    "tsx": 7,
+    "javascript": 5,
+    "typescript": 8,
+    "tsx": 8,
     "rust": 1,
     "java": 1,
     "c": 1,
@@ -161,7 +161,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   assigned, in a composite literal or a ``case`` (``return ErrClosed``); go 5: a struct
   field's type is a ``binds`` row (``Server.conn``), which types ``s.conn.Close()``.
 - javascript 4, typescript and tsx 7: ``module.exports = require('./x')`` passes x's names on
-  and ``exports.Node = require('./node.js')`` binds ``Node`` (import rows).
+  and ``exports.Node = require('./node.js')`` binds ``Node`` (import rows); javascript 5,
+  typescript and tsx 8: ``const arb = new Arborist()`` (JavaScript; TypeScript had it) and
+  ``this.cache = new Cache()`` give the variable its class (``binds`` rows).
 - json 1: a ``package.json`` says the package it declares and its entry files (``package``
   rows: ``chunking/refs_package.py``).
 

@@ -99,6 +99,17 @@ _JS_COMMON: Final = [
         )
         for node in ("variable_declarator value:", "assignment_expression right:")
     ),
+    (  # ``const arb = new Arborist(opts)``: ``arb.reify()`` is ``Arborist``'s
+        "binds",
+        "(variable_declarator name: (identifier) @var value: (new_expression "
+        "constructor: (identifier) @name))",
+    ),
+    (  # ``this.cache = new Cache()`` in a method: ``this.cache`` in every one of the class
+        "binds_this",
+        "(assignment_expression left: (member_expression object: (this) "
+        "property: (property_identifier) @var) right: (new_expression "
+        "constructor: (identifier) @name))",
+    ),
 ]
 _JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
 #: A TypeScript type that names a class: ``Subscriber``, ``Subscriber<T>``.
@@ -118,11 +129,6 @@ _TYPESCRIPT: Final = [
             ("variable_declarator", "name"),
         )
         for typ in _TS_TYPES
-    ),
-    (
-        "binds",
-        "(variable_declarator name: (identifier) @var value: (new_expression "
-        "constructor: (identifier) @name))",
     ),
     *(  # ``private scheduler: SchedulerLike``, ``x = new Bar()``: a field's class, in the class
         ("binds", f"(public_field_definition name: (property_identifier) @var {field})")
