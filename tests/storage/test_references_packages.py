@@ -164,3 +164,50 @@ def test_a_package_row_is_no_use_and_a_json_chunks_keys_show_once_in_the_map(
     assert ('dependencies: "dependencies":', 5) in lines, lines
     first = [e.path for e in entries]
     assert first.index("node_modules/left-pad/lib/pad.js") < first.index("package.json"), first
+
+
+TSCONFIG = """{
+  // comments and trailing commas, as tsconfig.json allows
+  "compilerOptions": {
+    "baseUrl": ".",
+    "paths": { "@/*": ["./src/*"], },
+  },
+}
+"""
+UTILS = "export function cn(...names: string[]): string {\n    return names.join(' ')\n}\n"
+BUTTON = """import { cn } from "@/lib/utils"
+
+export function Button(): string {
+    return cn("btn", "big")
+}
+"""
+PAGE = """import { connect } from "~/db"
+
+export function page(): number {
+    return connect()
+}
+"""
+
+
+def test_tsconfig_paths_map_a_name_to_the_files_under_the_configs_folder(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``"@/*": ["./src/*"]`` (from ``baseUrl``) makes ``@/lib/utils`` the file
+    ``src/lib/utils.ts``, not another ``lib/utils.ts``; a nested app's own config (paths
+    from its folder, no ``baseUrl``) maps ``~/db`` to its ``app/db.ts``. Before, both
+    imports were of a package the source does not hold: nobody's."""
+    files = {
+        "tsconfig.json": TSCONFIG,
+        "src/lib/utils.ts": UTILS,
+        "src/components/button.ts": BUTTON,
+        "other/lib/utils.ts": UTILS,
+        "apps/web/tsconfig.json": '{"compilerOptions": {"paths": {"~/*": ["./app/*"]}}}\n',
+        "apps/web/app/db.ts": "export function connect(): number {\n    return 1\n}\n",
+        "apps/web/app/page.ts": PAGE,
+    }
+    index = index_of(repo, indexer, settings, files)
+    calls = {(u.path, u.how, u.target.path) for u in index.references("cn") if u.target}
+    assert ("src/components/button.ts", "imported", "src/lib/utils.ts") in calls, calls
+    assert not any(t == "other/lib/utils.ts" for _, _, t in calls), calls
+    connects = {(u.path, u.kind, u.how) for u in index.references("connect") if u.target}
+    assert ("apps/web/app/page.ts", "call", "imported") in connects, connects

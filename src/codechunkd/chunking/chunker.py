@@ -61,7 +61,7 @@ from codechunkd.chunking._chunk_text import split_rst, split_text
 from codechunkd.chunking.languages import TEXT, detect_language, get_language, has_grammar
 from codechunkd.chunking.macros import blank_export_macros
 from codechunkd.chunking.references import Ref, extract
-from codechunkd.chunking.refs_package import package_refs
+from codechunkd.chunking.refs_package import json_refs
 from codechunkd.chunking.rules import Rules, body_of, rules_for
 from codechunkd.chunking.signatures import signature_text
 from codechunkd.config.settings import ChunkingSettings
@@ -164,8 +164,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   and ``exports.Node = require('./node.js')`` binds ``Node`` (import rows); javascript 5,
   typescript and tsx 8: ``const arb = new Arborist()`` (JavaScript; TypeScript had it) and
   ``this.cache = new Cache()`` give the variable its class (``binds`` rows).
-- json 1: a ``package.json`` says the package it declares and its entry files (``package``
-  rows: ``chunking/refs_package.py``).
+- json 1: a ``package.json`` says the package it declares and its entry files, a
+  ``tsconfig.json`` the paths its ``paths`` and ``baseUrl`` map names to (``package`` rows:
+  ``chunking/refs_package.py``).
 
 Bump a language's entry (``cpp``: 1) when only its files' chunks change: an index then
 re-chunks the files it read as that language, the others stay.  A change to which
@@ -312,9 +313,8 @@ def chunk(
             if rules.python_docstrings:
                 module_note = docstrings.module_summary(tree.root_node)
     out = _finish(path, source, lang, rules, pieces, count_tokens, module_note)
-    if tree is not None and lang == "json":
-        if path.rpartition("/")[2] == "package.json":  # the package it declares
-            _attach_refs(out, package_refs(tree.root_node))
+    if tree is not None and lang == "json":  # a ``package.json``, a ``tsconfig.json``
+        _attach_refs(out, json_refs(path, tree.root_node))
     elif tree is not None and lang != "rst":
         _attach_refs(out, extract(lang, tree, source))
     return out

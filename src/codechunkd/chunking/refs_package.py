@@ -10,23 +10,43 @@ source prefers them (``exports``'s ``"."``, ``source``, ``module``, ``main``, ``
 with an empty ``module`` when it names none.  Which of them is a file of the source (a
 ``dist/`` entry is often not committed: its ``src/`` is) is decided at query time
 (``storage/refnames.ModulePaths``).
+
+A ``tsconfig.json`` (or ``tsconfig.*.json``, ``jsconfig.json``) maps names to paths for
+the files under its folder: ``compilerOptions.paths`` (``"@/*": ["./src/*"]``, from
+``baseUrl`` when it is set) and ``baseUrl`` alone (``*``: any bare name is first looked
+for there).  One ``package`` row per pattern and path: ``name`` the pattern, ``module``
+the path from the config's folder (``src/*``).
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import Final
 
 from tree_sitter import Node
 
 from codechunkd.chunking.imports import MAX_MODULE, Ref
 
-__all__ = ["PACKAGE", "package_refs"]
+__all__ = ["PACKAGE", "json_refs"]
 
 PACKAGE: Final = "package"
 """``kind`` of the row that says which package a ``package.json`` declares."""
 _ENTRY_FIELDS: Final = ("source", "module", "main", "types", "typings")
 _MAX_ENTRIES: Final = 8
 _MAX_DEPTH: Final = 4
+_MAX_PATHS: Final = 200
+"""At most this many ``paths`` rows from one config (a generated one can list thousands)."""
+
+
+def json_refs(path: str, root: Node) -> list[Ref]:
+    """The rows of the JSON file ``path`` (its tree's ``root``): a ``package.json``'s, a
+    ``tsconfig.json``'s (or ``tsconfig.*.json``, ``jsconfig.json``); none for another."""
+    name = path.rpartition("/")[2]
+    if name == "package.json":
+        return package_refs(root)
+    if name in {"tsconfig.json", "jsconfig.json"} or name.startswith("tsconfig."):
+        return config_refs(root)
+    return []
 
 
 def _text(node: Node | None) -> str:
@@ -92,4 +112,27 @@ def package_refs(root: Node) -> list[Ref]:
             break
     if not out:
         out.append(Ref(name, "", PACKAGE, name_node.start_point[0] + 1, name_node.start_byte))
+    return out
+
+
+def config_refs(root: Node) -> list[Ref]:
+    """The ``package`` rows of a ``tsconfig.json``'s tree: its ``paths`` and ``baseUrl``."""
+    top = next((c for c in root.named_children if c.type == "object"), None)
+    options = dict(_pairs(dict(_pairs(top)).get("compilerOptions")))
+    base_node = options.get("baseUrl")
+    base = posixpath.normpath(_text(base_node)) if _text(base_node) else ""
+    out: list[Ref] = []
+    for pattern, targets in _pairs(options.get("paths")):
+        for target in targets.named_children if targets.type == "array" else ():
+            path = _text(target)
+            if pattern and path and len(pattern) + len(path) <= MAX_MODULE:
+                where = posixpath.normpath(posixpath.join(base, path))
+                at = target.start_point[0] + 1
+                out.append(Ref(pattern, "", PACKAGE, at, target.start_byte, where))
+            if len(out) == _MAX_PATHS:
+                return out
+    if base and base_node is not None and len(base) < MAX_MODULE:
+        at = base_node.start_point[0] + 1
+        where = posixpath.normpath(posixpath.join(base, "*"))
+        out.append(Ref("*", "", PACKAGE, at, base_node.start_byte, where))
     return out

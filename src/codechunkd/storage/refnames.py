@@ -212,8 +212,18 @@ class ModulePaths:
         packages: dict[tuple[str, str], list[tuple[str, str]]] | None = None,
     ) -> None:
         """``packages``: for each (source, package name) the (``package.json`` path, entry)
-        pairs its ``package`` rows give, in their order (chunking/refs_package.py)."""
-        self._packages = packages or {}
+        pairs its ``package`` rows give, in their order, and for each (source, pattern) a
+        ``tsconfig.json``'s (path, what it maps to) (chunking/refs_package.py)."""
+        self._packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        self._aliases: dict[str, list[tuple[str, str, str | None, str]]] = defaultdict(list)
+        for (src, name), rows in (packages or {}).items():
+            for manifest, entry in rows:
+                folder, _, base = manifest.rpartition("/")
+                if base == "package.json":
+                    self._packages[(src, name)].append((manifest, entry))
+                else:  # ``"@/*": ["./src/*"]``: (folder, ``@/``, ``""``, ``src/*``)
+                    prefix, star, suffix = name.partition("*")
+                    self._aliases[src].append((folder, prefix, suffix if star else None, entry))
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for src, path in files:
@@ -280,6 +290,9 @@ class ModulePaths:
         folder), its entry file, else the entry's ``src/`` twin (``dist/index.js`` is built
         from ``src/index.ts``), else an ``index`` file; a subpath from that folder.  None
         when no ``package.json`` of the source declares it."""
+        aliased = self._aliased(src, path, module)
+        if aliased:
+            return aliased
         scoped = module.startswith("@")
         parts = module.split("/")
         name = "/".join(parts[:2] if scoped else parts[:1])
@@ -293,6 +306,28 @@ class ModulePaths:
             return self._in_folder(src, folder, [rest, f"src/{rest}"])
         entries = [entry for manifest, entry in declared if posixpath.dirname(manifest) == folder]
         return self._in_folder(src, folder, [e for e in entries if e] + list(_INDEXES))
+
+    def _aliased(self, src: str, path: str, module: str) -> set[str]:
+        """The files a ``tsconfig.json`` above ``path`` maps ``module`` to (``@/lib/x`` by
+        ``"@/*": ["./src/*"]`` is ``src/lib/x``): the nearest config's first, the longest
+        pattern first, as TypeScript picks; none when no mapping names a file."""
+        tried = []
+        for folder, prefix, suffix, target in self._aliases.get(src, ()):
+            if folder and not path.startswith(folder + "/"):
+                continue
+            if suffix is None:
+                if module == prefix:
+                    tried.append(((len(folder), len(prefix)), folder, target))
+            elif module.startswith(prefix) and module.endswith(suffix):
+                star = module[len(prefix) : len(module) - len(suffix)]
+                if star:
+                    tried.append(((len(folder), len(prefix)), folder, target.replace("*", star)))
+        for _, folder, target in sorted(tried, key=lambda t: t[0], reverse=True):
+            at = posixpath.normpath(posixpath.join(folder, target))
+            found = self._modules.get((src, _stem(at))) if not at.startswith("../") else None
+            if found:
+                return found
+        return set()
 
     def _in_folder(self, src: str, folder: str, entries: list[str]) -> set[str]:
         """The files of the first of ``entries`` (paths from ``folder``) that the source has,
