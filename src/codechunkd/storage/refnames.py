@@ -215,15 +215,16 @@ class ModulePaths:
         pairs its ``package`` rows give, in their order, and for each (source, pattern) a
         ``tsconfig.json``'s (path, what it maps to) (chunking/refs_package.py)."""
         self._packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-        self._aliases: dict[str, list[tuple[str, str, str | None, str]]] = defaultdict(list)
+        #: (source, a config's folder) -> its (prefix, suffix, path) mappings
+        self._aliases: dict[tuple[str, str], list[tuple[str, str | None, str]]] = defaultdict(list)
         for (src, name), rows in (packages or {}).items():
             for manifest, entry in rows:
                 folder, _, base = manifest.rpartition("/")
                 if base == "package.json":
                     self._packages[(src, name)].append((manifest, entry))
-                else:  # ``"@/*": ["./src/*"]``: (folder, ``@/``, ``""``, ``src/*``)
+                else:  # ``"@/*": ["./src/*"]``: (``@/``, ``""``, ``src/*``)
                     prefix, star, suffix = name.partition("*")
-                    self._aliases[src].append((folder, prefix, suffix if star else None, entry))
+                    self._aliases[(src, folder)].append((prefix, suffix if star else None, entry))
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for src, path in files:
@@ -288,8 +289,8 @@ class ModulePaths:
         ``path``: in the folder of the ``package.json`` that declares the package (the
         nearest ``node_modules/<name>`` above ``path``, as Node looks, else a workspace's
         folder), its entry file, else the entry's ``src/`` twin (``dist/index.js`` is built
-        from ``src/index.ts``), else an ``index`` file; a subpath from that folder.  None
-        when no ``package.json`` of the source declares it."""
+        from ``src/index.ts``), else an ``index`` file; a subpath from that folder.  First,
+        the file a ``tsconfig.json`` maps it to (``_aliased``).  None when neither says."""
         aliased = self._aliased(src, path, module)
         if aliased:
             return aliased
@@ -309,24 +310,25 @@ class ModulePaths:
 
     def _aliased(self, src: str, path: str, module: str) -> set[str]:
         """The files a ``tsconfig.json`` above ``path`` maps ``module`` to (``@/lib/x`` by
-        ``"@/*": ["./src/*"]`` is ``src/lib/x``): the nearest config's first, the longest
+        ``"@/*": ["./src/*"]`` is ``src/lib/x``): the nearest config's, its longest
         pattern first, as TypeScript picks; none when no mapping names a file."""
-        tried = []
-        for folder, prefix, suffix, target in self._aliases.get(src, ()):
-            if folder and not path.startswith(folder + "/"):
-                continue
-            if suffix is None:
-                if module == prefix:
-                    tried.append(((len(folder), len(prefix)), folder, target))
-            elif module.startswith(prefix) and module.endswith(suffix):
-                star = module[len(prefix) : len(module) - len(suffix)]
-                if star:
-                    tried.append(((len(folder), len(prefix)), folder, target.replace("*", star)))
-        for _, folder, target in sorted(tried, key=lambda t: t[0], reverse=True):
-            at = posixpath.normpath(posixpath.join(folder, target))
-            found = self._modules.get((src, _stem(at))) if not at.startswith("../") else None
-            if found:
-                return found
+        folder = path
+        while folder:
+            folder = posixpath.dirname(folder)
+            tried = []
+            for prefix, suffix, target in self._aliases.get((src, folder), ()):
+                if suffix is None:
+                    if module == prefix:
+                        tried.append((len(prefix), target))
+                elif module.startswith(prefix) and module.endswith(suffix):
+                    star = module[len(prefix) : len(module) - len(suffix)]
+                    if star:
+                        tried.append((len(prefix), target.replace("*", star)))
+            for _, target in sorted(tried, key=lambda t: t[0], reverse=True):
+                at = posixpath.normpath(posixpath.join(folder, target))
+                found = self._modules.get((src, _stem(at))) if not at.startswith("../") else None
+                if found:
+                    return found
         return set()
 
     def _in_folder(self, src: str, folder: str, entries: list[str]) -> set[str]:
