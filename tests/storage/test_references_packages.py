@@ -211,3 +211,34 @@ def test_tsconfig_paths_map_a_name_to_the_files_under_the_configs_folder(
     assert not any(t == "other/lib/utils.ts" for _, _, t in calls), calls
     connects = {(u.path, u.kind, u.how) for u in index.references("connect") if u.target}
     assert ("apps/web/app/page.ts", "call", "imported") in connects, connects
+
+
+def test_nodes_own_modules_are_no_file_of_the_repository(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``require('path')``, ``require('node:fs')`` and ``fs/promises`` are Node's, even
+    beside a ``lib/content/path.js`` and a ``fs.js`` (each import resolved to them by the
+    last part of their path, as ``cacache``'s ``path.js`` took 119 of the npm CLI's), and
+    before an installed package of the same name (npm's ``events`` polyfill)."""
+    use = (
+        "const path = require('path')\nconst fs = require('node:fs')\n"
+        "const { readFile } = require('fs/promises')\nconst EventEmitter = require('events')\n\n"
+        "function load (p) {\n  return readFile(path.join(p, 'x')) && fs.stat(p) && "
+        "new EventEmitter()\n}\n\nmodule.exports = { load }\n"
+    )
+
+    def module(name: str) -> str:
+        return f"function {name} (p) {{\n  return p\n}}\n\nmodule.exports = {{ {name} }}\n"
+
+    files = {
+        "lib/content/path.js": module("join"),
+        "lib/fs.js": module("stat"),
+        "lib/fs/promises.js": module("readFile"),
+        "node_modules/events/package.json": _manifest("events", main="events.js"),
+        "node_modules/events/events.js": "class EventEmitter {}\n\nmodule.exports = EventEmitter\n",
+        "app.js": use,
+    }
+    index = index_of(repo, indexer, settings, files)
+    for symbol in ("join", "stat", "readFile", "EventEmitter"):
+        found = {(u.path, u.kind, u.how) for u in index.references(symbol) if u.target}
+        assert not any(p == "app.js" for p, _, _ in found), (symbol, found)

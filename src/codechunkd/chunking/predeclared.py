@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BUILTIN_METHODS", "GO_BUILTIN"]
+__all__ = ["BUILTIN_METHODS", "GO_BUILTIN", "NODE_MODULES"]
 
 GO_BUILTIN: Final = frozenset(
     [
@@ -100,3 +100,15 @@ Python's strings, numbers, lists, tuples, dicts and sets; the prototypes of Java
 deprecated HTML methods, such as ``link``). ``"\\n".join(lines)`` or ``d.items()`` on a
 receiver of no known class is that type's method, not the one ``join`` or ``items`` a class
 of the repository defines."""
+
+NODE_MODULES: Final = frozenset(
+    """
+    assert async_hooks buffer child_process cluster console constants crypto dgram
+    diagnostics_channel dns domain events fs http http2 https inspector module net os path
+    perf_hooks process punycode querystring readline repl stream string_decoder sys timers
+    tls trace_events tty url util v8 vm wasi worker_threads zlib
+    """.split()  # noqa: SIM905
+)
+"""Node's own modules (``require('path')``, ``import fs from 'node:fs'``, ``fs/promises``):
+no file of a repository, whatever it is named (``cacache/lib/content/path.js``), and before
+any package of the same name (the ``events`` package on npm), as Node resolves them."""

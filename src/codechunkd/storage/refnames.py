@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Final
 
+from codechunkd.chunking.predeclared import NODE_MODULES
+
 __all__ = [
     "BY_NAME",
     "CASELESS",
@@ -243,6 +245,8 @@ class ModulePaths:
             rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
             return self._modules.get((src, _stem(rel)), set())
         if lang in _JS_FILES:
+            if module.startswith("node:") or module.partition("/")[0] in NODE_MODULES:
+                return set()  # Node's own (``path``, ``fs/promises``), not a file here
             found = self._package(src, path, module)
             if found is not None:
                 return found
