@@ -210,8 +210,16 @@ class Repo:
         self.git("init", "-q", "-b", "main")
 
     def git(self, *args: str) -> str:
+        """``git args`` in the repository, as the test user (``GIT_ENV``) whatever the
+        caller's: a module's fixture runs before each test's isolated HOME sets it, and a
+        machine with no git identity of its own (a fresh CI box) refused its commits."""
         out = subprocess.run(
-            ["git", *args], cwd=self.path, check=True, capture_output=True, text=True
+            ["git", *args],
+            cwd=self.path,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV},
         )
         return out.stdout.strip()
 

@@ -50,6 +50,9 @@ OTHER = "export function reset(): number {\n    return 0\n}\n"
 def test_a_closure_calls_its_scopes_function_and_a_bare_name_is_no_member(
     repo: Repo, indexer: Indexer, settings: Settings
 ) -> None:
+    """``reset()`` in ``share``'s inner function is ``share.reset``, ``exact`` (not also
+    ``other.ts``'s ``reset``), and the parameter ``data`` passed on in ``handle.js`` means
+    nothing of the source (it was the getter ``MessageEvent.data``, by name)."""
     files = {
         "events.js": EVENTS,
         "handle.js": HANDLE,
