@@ -242,3 +242,39 @@ def test_nodes_own_modules_are_no_file_of_the_repository(
     for symbol in ("join", "stat", "readFile", "EventEmitter"):
         found = {(u.path, u.kind, u.how) for u in index.references(symbol) if u.target}
         assert not any(p == "app.js" for p, _, _ in found), (symbol, found)
+
+
+def test_commonjs_exports_of_requires_and_a_required_modules_member(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``module.exports = {publish: require('./publish.js')}`` passes ``publish`` on
+    (``const {publish} = require('libpub')`` is that function) and
+    ``const getError = require('./errors.js').getError`` binds the module's ``getError``;
+    both were nobody's (the second the local ``const``, ``exact``)."""
+    files = {
+        "node_modules/libpub/package.json": _manifest("libpub", main="lib/index.js"),
+        "node_modules/libpub/lib/index.js": "module.exports = {\n"
+        "  publish: require('./publish.js'),\n  'unpublish': require('./unpublish.js'),\n}\n",
+        "node_modules/libpub/lib/publish.js": "const publish = (spec) => spec\n\n"
+        "module.exports = publish\n",
+        "node_modules/libpub/lib/unpublish.js": "function unpublish (spec) {\n"
+        "  return spec\n}\n\nmodule.exports = unpublish\n",
+        "lib/errors.js": "function getError (e) {\n  return e\n}\n\n"
+        "module.exports = { getError }\n",
+        "lib/cmd.js": "const { publish, unpublish } = require('libpub')\n"
+        "const getError = require('./errors.js').getError\n\n"
+        "function run (spec) {\n  return getError(publish(spec) || unpublish(spec))\n}\n\n"
+        "module.exports = { run }\n",
+    }
+    index = index_of(repo, indexer, settings, files)
+    for symbol, where in (
+        ("publish", "node_modules/libpub/lib/publish.js"),
+        ("unpublish", "node_modules/libpub/lib/unpublish.js"),
+        ("getError", "lib/errors.js"),
+    ):
+        calls = {
+            (u.how, u.target.path)
+            for u in index.references(symbol)
+            if u.target and u.kind == "call" and u.path == "lib/cmd.js"
+        }
+        assert calls == {("imported", where)}, (symbol, calls)

@@ -73,10 +73,15 @@ def _python_imports(node: Node) -> list[Ref]:
 
 def _js_require(node: Node) -> list[Ref]:
     """``const x = require('m')`` binds x to m; ``const {a, b: c} = require('m')`` binds
-    a to m's a and c to m's b; ``module.exports = require('m')`` passes every name of m on
-    (``*``), ``exports.x = require('m')`` (or ``module.exports.x``) binds x to m."""
+    a to m's a and c to m's b, ``const x = require('m').y`` x to m's y;
+    ``module.exports = require('m')`` passes every name of m on (``*``),
+    ``exports.x = require('m')`` (or ``module.exports.x``) binds x to m."""
     assigned = node.type == "assignment_expression"
     call = node.child_by_field_name("right" if assigned else "value")
+    picked = ""  # ``require('m').x``: m's x
+    if call is not None and call.type == "member_expression":
+        picked = _text(call.child_by_field_name("property"))
+        call = call.child_by_field_name("object")
     args = call.child_by_field_name("arguments") if call is not None else None
     string = args.named_children[0] if args is not None and args.named_children else None
     module = _text(string).strip("'\"`")
@@ -93,9 +98,9 @@ def _js_require(node: Node) -> list[Ref]:
             return [_ref(prop, _text(prop), "", module)]
         return []
     if name.type == "identifier":
-        return [_ref(name, _text(name), "", module)]
+        return [_ref(name, _text(name), picked, module)]
     out = []
-    if name.type == "object_pattern":
+    if name.type == "object_pattern" and not picked:
         for part in name.named_children:
             if part.type == "shorthand_property_identifier_pattern":
                 out.append(_ref(part, _text(part), _text(part), module))
@@ -106,9 +111,26 @@ def _js_require(node: Node) -> list[Ref]:
     return out
 
 
+def _exported_require(pair: Node) -> list[Ref]:
+    """``module.exports = {publish: require('./publish.js'), …}``: the key ``pair`` binds
+    (``publish``) to the module."""
+    obj = pair.parent
+    assignment = obj.parent if obj is not None else None
+    left = assignment.child_by_field_name("left") if assignment is not None else None
+    key, value = pair.child_by_field_name("key"), pair.child_by_field_name("value")
+    if _text(left) not in {"module.exports", "exports"} or key is None or value is None:
+        return []
+    args = value.child_by_field_name("arguments")
+    string = args.named_children[0] if args is not None and args.named_children else None
+    module = _text(string).strip("'\"`")
+    return [_ref(key, _text(key).strip("'\""), "", module)] if module else []
+
+
 def _js_imports(node: Node) -> list[Ref]:
     if node.type in {"variable_declarator", "assignment_expression"}:
         return _js_require(node)
+    if node.type == "pair":
+        return _exported_require(node)
     source = node.child_by_field_name("source")
     module = _text(source).strip("'\"`")
     if node.type == "export_statement":

@@ -99,6 +99,17 @@ _JS_COMMON: Final = [
         )
         for node in ("variable_declarator value:", "assignment_expression right:")
     ),
+    (  # ``module.exports = { publish: require('./publish.js') }``: a re-export each
+        "import",
+        "(assignment_expression right: (object (pair value: (call_expression function: "
+        '(identifier) @fn (#eq? @fn "require") arguments: (arguments (string)))) @import))',
+    ),
+    (  # ``const getError = require('./error.js').getError``: the module's ``getError``
+        "import",
+        "(variable_declarator name: (identifier) value: (member_expression object: "
+        '(call_expression function: (identifier) @fn (#eq? @fn "require") '
+        "arguments: (arguments (string))) property: (property_identifier))) @import",
+    ),
     (  # ``const arb = new Arborist(opts)``: ``arb.reify()`` is ``Arborist``'s
         "binds",
         "(variable_declarator name: (identifier) @var value: (new_expression "
