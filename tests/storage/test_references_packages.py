@@ -1,7 +1,8 @@
 """JavaScript and TypeScript imports of a package by its name, on a real index: the folder
 whose ``package.json`` declares the name (a monorepo's workspace, or the nearest
 ``node_modules/<name>`` as Node looks), its entry file or that entry's ``src/`` twin, and
-CommonJS re-exports (``module.exports = require('./x')``, ``exports.Node = require(…)``).
+CommonJS re-exports (``module.exports = require('./x')``, ``exports.Node = require(…)``),
+``tsconfig.json`` paths, Node's own modules and default imports.
 
 Before, an import of a bare name resolved by the last parts of a path alone: a workspace's
 ``@acme/core`` matched no file and its uses were nobody's, and ``require('left-pad')``
@@ -278,3 +279,43 @@ def test_commonjs_exports_of_requires_and_a_required_modules_member(
             if u.target and u.kind == "call" and u.path == "lib/cmd.js"
         }
         assert calls == {("imported", where)}, (symbol, calls)
+
+
+ERROR_JS = """class AxiosError extends Error {
+  static from (error) {
+    return new AxiosError(error.message)
+  }
+}
+
+export default AxiosError
+"""
+UTILS_JS = "const isArray = (x) => Array.isArray(x)\n\nexport default { isArray }\n"
+AXIOS_JS = """import AxiosError from './core/AxiosError.js'
+import utils from './utils.js'
+
+export function check (value) {
+  if (!utils.isArray(value)) {
+    throw new AxiosError('not a list')
+  }
+  return AxiosError.from(value)
+}
+"""
+
+
+def test_a_default_import_means_what_the_module_exports_by_that_name_or_the_module(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``import AxiosError from './core/AxiosError.js'`` means the class that module
+    exports as its default (by the name it is imported as), so ``new AxiosError()`` and
+    ``AxiosError.from()`` are its; ``import utils from './utils.js'`` of an
+    ``export default {isArray}`` makes ``utils.isArray()`` the module's ``isArray``. Each
+    of axios's 146 default imports resolved to nothing, and so did their uses."""
+    files = {"lib/core/AxiosError.js": ERROR_JS, "lib/utils.js": UTILS_JS, "lib/check.js": AXIOS_JS}
+    index = index_of(repo, indexer, settings, files)
+    for symbol, kinds in (
+        ("AxiosError", {"import", "call"}),
+        ("AxiosError.from", {"call"}),
+        ("isArray", {"call"}),
+    ):
+        found = {(u.kind, u.how) for u in index.references(symbol) if u.path == "lib/check.js"}
+        assert found == {(k, "imported") for k in kinds}, (symbol, found)

@@ -304,7 +304,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if done is not None:  # a ``binds`` row's: a method's result, on a variable
             return done
         if self._kind[i] == "import":
-            found = self._in_module(src, path, self._mod[i], qual or name, 0)
+            found = self._in_module(src, path, self._mod[i], self._original(i) or name, 0)
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
         if local and not qual and self._lang[i] not in BARE_MEMBERS:
@@ -340,7 +340,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if not qual:
             found = []
             for j in imports.get(name, ()):
-                found += self._in_module(src, path, self._mod[j], self._qual[j] or name, 0)
+                found += self._in_module(src, path, self._mod[j], self._original(j) or name, 0)
             if self._lang[i] == "php":  # ``require``d files (storage/refphp.py)
                 found += self._php_required(src, path, name)
             else:
@@ -389,7 +389,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         """``name`` on what the import row ``j`` binds (``rest``: the qualifier's path after
         the bound name, ``ast.nodes`` -> ``nodes``): in the module it names, else a member
         of the class it imports (or re-exports)."""
-        module, original = self._mod[j], self._qual[j]
+        module, original = self._mod[j], self._original(j)
         sep = "::" if "::" in module or self._lang[j] == "rust" else "."
         target = module
         if original:
@@ -406,7 +406,19 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if original and not found and not rest:  # re-exported: where it is
             for c in self._in_module(src, path, module, original, 0):
                 found += self._member_of(c, name)
+        if not found and not rest and self._qual[j] == "default":  # ``export default {…}``:
+            found = self._in_module(src, path, module, name, 0)  # ``utils.isArray``, the module's
         return found
+
+    def _original(self, j: int) -> str:
+        """The name the import row ``j`` binds in its module (empty: the module itself).  A
+        JS/TS default import's is its local name: ``import AxiosError from './AxiosError.js'``
+        means what ``export default AxiosError`` (or ``export default class AxiosError``)
+        exports, which by convention the importer calls by that name."""
+        original = self._qual[j]
+        if original == "default" and family(self._lang[j]) == "js":
+            return self._name[j]
+        return original
 
     def _member_of(self, c: int, name: str) -> list[int]:
         """Definitions of ``name`` that are members of the class defined by row ``c``."""
@@ -493,7 +505,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 continue
             imports = self._imports.get((src, file), {})
             for j in imports.get(name, ()):
-                found += self._in_module(src, file, self._mod[j], self._qual[j] or name, depth + 1)
+                original = self._original(j) or name
+                found += self._in_module(src, file, self._mod[j], original, depth + 1)
             if not found and file.endswith(_REEXPORTS):  # ``export * from``, an index file
                 for j in imports.get("*", ()):  # passes on what a module exports: no members
                     sub = self._in_module(src, file, self._mod[j], name, depth + 1)
