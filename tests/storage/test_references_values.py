@@ -192,3 +192,41 @@ def test_a_map_cut_short_lists_the_best_definitions_that_fit(
     assert cost([render(cut)])[0] <= cost([two])[0]
     tiny = index.refs.repo_map(count_tokens=cost, budget=1)
     assert [(e.path, e.definitions) for e in tiny] == [(first.path, ())]
+
+
+UTILS_JS = """const {isArray} = Array
+const {getPrototypeOf: protoOf} = Object
+const [isStream, isRequest] = ['Stream', 'Request'].map((t) => (x) => x === t)
+
+function flat (value) {
+  return isArray(value) && protoOf(value) && isStream(value)
+}
+
+export default { isArray, flat, isRequest }
+"""
+USE_JS = """import utils from './utils.js'
+
+export function check (x) {
+  return utils.isArray(x) || utils.isRequest(x)
+}
+"""
+
+
+def test_a_destructured_javascript_constant_is_defined_and_used(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``const {isArray} = Array``, ``const {getPrototypeOf: protoOf} = Object`` and
+    ``const [isStream, isRequest] = …`` at a module's top define ``isArray``, ``protoOf``,
+    ``isStream`` and ``isRequest`` (axios's ``utils.js``): their uses in the file resolve
+    ``exact`` and ``utils.isArray()`` through a default import ``imported``; each of them
+    was nobody's."""
+    index = index_of(repo, indexer, settings, {"lib/utils.js": UTILS_JS, "lib/use.js": USE_JS})
+    assert {d.path for d in index.definitions("isArray")} == {"lib/utils.js"}
+    for name, expected in (
+        ("isArray", {("lib/utils.js", "exact"), ("lib/use.js", "imported")}),
+        ("protoOf", {("lib/utils.js", "exact")}),
+        ("isStream", {("lib/utils.js", "exact")}),
+        ("isRequest", {("lib/use.js", "imported")}),
+    ):
+        calls = {(u.path, u.how) for u in index.references(name) if u.kind == "call"}
+        assert calls == expected, (name, calls)

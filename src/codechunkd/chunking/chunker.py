@@ -111,9 +111,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "python": 4,
     "go": 5,
     "bash": 1,
-    "javascript": 5,
-    "typescript": 8,
-    "tsx": 8,
+    "javascript": 6,
+    "typescript": 9,
+    "tsx": 9,
     "rust": 1,
     "java": 1,
     "c": 1,
@@ -163,7 +163,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - javascript 4, typescript and tsx 7: ``module.exports = require('./x')`` passes x's names on
   and ``exports.Node = require('./node.js')`` binds ``Node`` (import rows); javascript 5,
   typescript and tsx 8: ``const arb = new Arborist()`` (JavaScript; TypeScript had it) and
-  ``this.cache = new Cache()`` give the variable its class (``binds`` rows).
+  ``this.cache = new Cache()`` give the variable its class (``binds`` rows); javascript 6,
+  typescript and tsx 9: a top-level destructured ``const {isArray} = Array`` defines it.
 - json 1: a ``package.json`` says the package it declares and its entry files, a
   ``tsconfig.json`` the paths its ``paths`` and ``baseUrl`` map names to (``package`` rows:
   ``chunking/refs_package.py``).

@@ -35,6 +35,19 @@ KIND: Final = "defines"
 _JS_DECLARATIONS: Final = ("lexical_declaration", "variable_declaration")
 _TOP_DECLARED: Final = "(variable_declarator name: (identifier) @name)"
 _JAVA_DECLARED: Final = _TOP_DECLARED
+#: ``const x = …``, and destructured: ``const {isArray, b: c} = Array``, ``const [a, b] = f()``
+_JS_DECLARED: Final = (
+    _TOP_DECLARED,
+    "(variable_declarator name: (object_pattern (shorthand_property_identifier_pattern) @name))",
+    "(variable_declarator name: (object_pattern (pair_pattern value: (identifier) @name)))",
+    "(variable_declarator name: (array_pattern (identifier) @name))",
+)
+_JS_TOP: Final = tuple(
+    f"(program {stmt}) @scope"
+    for d in _JS_DECLARATIONS
+    for declared in _JS_DECLARED
+    for stmt in (f"({d} {declared})", f"(export_statement ({d} {declared}))")
+)
 
 DEFINES: Final[dict[str, list[str]]] = {
     # ``@scope``: the node the binding is a statement of, where :func:`qualified` begins
@@ -59,13 +72,11 @@ DEFINES: Final[dict[str, list[str]]] = {
         " (field_declaration name: (field_identifier) @name) @scope)))))",  # ``Server.Addr``
     ],
     "javascript": [
-        *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
-        *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
+        *_JS_TOP,
         "(class_body (field_definition property: (property_identifier) @name)) @scope",
     ],
     "typescript": [
-        *(f"(program ({d} {_TOP_DECLARED})) @scope" for d in _JS_DECLARATIONS),
-        *(f"(program (export_statement ({d} {_TOP_DECLARED}))) @scope" for d in _JS_DECLARATIONS),
+        *_JS_TOP,
         "(class_body (public_field_definition name: (property_identifier) @name)) @scope",
         "(interface_body (property_signature name: (property_identifier) @name)) @scope",
         "(enum_body name: (property_identifier) @name) @scope",  # ``enum Level { Info }``
