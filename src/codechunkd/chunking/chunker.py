@@ -111,9 +111,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "python": 4,
     "go": 5,
     "bash": 1,
-    "javascript": 6,
+    "javascript": 7,
     "typescript": 9,
-    "tsx": 9,
+    "tsx": 10,
     "rust": 1,
     "java": 1,
     "c": 1,
@@ -160,11 +160,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   read (``s.Addr``, ``http.StatusOK``) is a ``value`` use; go 4: so is a name returned,
   assigned, in a composite literal or a ``case`` (``return ErrClosed``); go 5: a struct
   field's type is a ``binds`` row (``Server.conn``), which types ``s.conn.Close()``.
-- javascript 4, typescript and tsx 7: ``module.exports = require('./x')`` passes x's names on
-  and ``exports.Node = require('./node.js')`` binds ``Node`` (import rows); javascript 5,
-  typescript and tsx 8: ``const arb = new Arborist()`` (JavaScript; TypeScript had it) and
-  ``this.cache = new Cache()`` give the variable its class (``binds`` rows); javascript 6,
-  typescript and tsx 9: a top-level destructured ``const {isArray} = Array`` defines it.
+- javascript 4-7, typescript 7-9, tsx 7-10: CommonJS re-exports (``module.exports =
+  require('./x')``), ``new`` and ``this.x = new X()`` bind, destructured top-level names,
+  JSX components (``<Button>``) called.
 - json 1: a ``package.json`` says the package it declares and its entry files, a
   ``tsconfig.json`` the paths its ``paths`` and ``baseUrl`` map names to (``package`` rows:
   ``chunking/refs_package.py``).

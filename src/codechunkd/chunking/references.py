@@ -122,7 +122,14 @@ _JS_COMMON: Final = [
         "constructor: (identifier) @name))",
     ),
 ]
-_JAVASCRIPT: Final = [*_JS_COMMON, ("inherit", "(class_heritage (identifier) @name)")]
+#: ``<Button onClick={go}>``, ``<Tabs.Panel />``: a component rendered is called (a name in
+#: lower case, ``<div>``, is an HTML element).  JavaScript's grammar and TSX's read JSX.
+_JSX: Final = [
+    ("call", f'({element} name: {name} (#match? @name "^[A-Z]"))')
+    for element in ("jsx_opening_element", "jsx_self_closing_element")
+    for name in ("(identifier) @name", f"(member_expression object: {_Q} property: (_) @name)")
+]
+_JAVASCRIPT: Final = [*_JS_COMMON, *_JSX, ("inherit", "(class_heritage (identifier) @name)")]
 #: A TypeScript type that names a class: ``Subscriber``, ``Subscriber<T>``.
 _TS_TYPES: Final = ("(type_identifier) @name", "(generic_type name: (type_identifier) @name)")
 _TYPESCRIPT: Final = [
@@ -348,7 +355,7 @@ QUERIES: Final[dict[str, list[tuple[str, str]]]] = {
     "python": PYTHON,
     "javascript": _JAVASCRIPT,
     "typescript": _TYPESCRIPT,
-    "tsx": _TYPESCRIPT,
+    "tsx": [*_TYPESCRIPT, *_JSX],
     "go": _GO,
     "rust": _RUST,
     "java": _JAVA,
