@@ -230,3 +230,70 @@ def test_a_destructured_javascript_constant_is_defined_and_used(
     ):
         calls = {(u.path, u.how) for u in index.references(name) if u.kind == "call"}
         assert calls == expected, (name, calls)
+
+
+PHP_CLIENT = """<?php
+namespace App\\Http;
+
+class Client {
+    const DEFAULT_SIZE = 512;
+
+    public function size() {
+        return self::DEFAULT_SIZE;
+    }
+}
+"""
+PHP_READ = """<?php
+namespace App\\Http;
+
+final class ReadClient extends Client {
+    const MODE = 'r';
+
+    public function read() {
+        return static::MODE . parent::DEFAULT_SIZE;
+    }
+}
+"""
+PHP_TEST = """<?php
+namespace App\\Tests;
+
+use App\\Http\\ReadClient;
+
+class ReadClientTest {
+    public function testSize() {
+        return ReadClient::DEFAULT_SIZE + strlen(ReadClient::MODE);
+    }
+}
+"""
+
+
+def test_a_php_class_constant_is_defined_and_used_through_self_parent_and_its_class(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``const DEFAULT_SIZE = 512;`` in a class of a namespace is defined as the chunker
+    names PHP's definitions (``App\\Http::Client::DEFAULT_SIZE``), and ``self::``,
+    ``static::``, ``parent::`` and ``ReadClient::DEFAULT_SIZE`` (a subclass imported by
+    ``use``: the base's constant) are its uses. PHP recorded neither: ``refs`` of a
+    constant found nothing."""
+    files = {
+        "src/Http/Client.php": PHP_CLIENT,
+        "src/Http/ReadClient.php": PHP_READ,
+        "tests/ReadClientTest.php": PHP_TEST,
+    }
+    index = index_of(repo, indexer, settings, files)
+    assert [(d.path, d.symbol) for d in index.definitions("DEFAULT_SIZE")] == [
+        ("src/Http/Client.php", "App\\Http::Client::DEFAULT_SIZE")
+    ]
+    for name, expected in (
+        (
+            "DEFAULT_SIZE",
+            {
+                ("src/Http/Client.php", "exact"),
+                ("src/Http/ReadClient.php", "imported"),
+                ("tests/ReadClientTest.php", "imported"),
+            },
+        ),
+        ("MODE", {("src/Http/ReadClient.php", "exact"), ("tests/ReadClientTest.php", "imported")}),
+    ):
+        uses = {(u.path, u.how) for u in index.references(name) if u.kind == "value"}
+        assert uses == expected, (name, uses)

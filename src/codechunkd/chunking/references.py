@@ -469,7 +469,8 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
         if kind == DEFINES_KIND:
             name = span(node, source)
             holder = caps["scope"][0] if caps.get("scope") else None
-            qual = qualified(name, holder, source, scopes) if len(name) <= _MAX_NAME else None
+            fits = len(name) <= _MAX_NAME
+            qual = qualified(name, holder, source, scopes, language) if fits else None
             if qual is not None and len(qual) <= _MAX_NAME:
                 defines.append(Ref(name, qual, kind, node.start_point[0] + 1, node.start_byte))
             continue

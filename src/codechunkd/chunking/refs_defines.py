@@ -92,6 +92,10 @@ DEFINES: Final[dict[str, list[str]]] = {
         "(enum_body (enum_constant name: (identifier) @name)) @scope",
         f"(enum_body_declarations (field_declaration declarator: {_JAVA_DECLARED})) @scope",
     ],
+    "php": [  # ``const MAX = 3;`` in a class, an interface, or at a file's top
+        "(declaration_list (const_declaration (const_element (name) @name)) @scope)",
+        "(program (const_declaration (const_element (name) @name)) @scope)",
+    ],
     "ruby": [  # ``VERSION = "1.0"``: a constant
         f"({holder} (assignment left: (constant) @name)) @scope"
         for holder in ("program", "body_statement")
@@ -136,6 +140,7 @@ def qualified(
     holder: Node | None,
     source: bytes,
     scopes: dict[tuple[int, int, str], str | None],
+    language: str = "",
 ) -> str | None:
     """``name``, bound by a statement of ``holder`` (a ``@scope`` capture; None for a C
     macro, global wherever it is), qualified by the classes around it (``Color.RED``), or
@@ -147,7 +152,30 @@ def qualified(
     if name == "_" or (name.startswith("__") and name.endswith("__")):
         return None
     scope = "" if holder is None else _scope(holder, source, scopes)
+    if language == "php" and scope is not None and holder is not None:  # as the chunker names
+        parts = [_php_namespace(holder, source), *scope.split("."), name]  # PHP's definitions:
+        return "::".join(p for p in parts if p)  # ``google\appengine\Decoder::MAX``
     return None if scope is None else f"{scope}.{name}" if scope else name
+
+
+def _php_namespace(node: Node, source: bytes) -> str:
+    """The namespace a PHP statement is in: of the ``namespace A\\B;`` last before it at
+    the file's top, or of a ``namespace A\\B { … }`` around it; ``""`` for none."""
+    top = node
+    while top.parent is not None and top.parent.parent is not None:
+        if top.type == "namespace_definition":
+            break
+        top = top.parent
+    if top.type != "namespace_definition":
+        root = top.parent
+        before = [
+            c
+            for c in (root.children if root is not None else ())
+            if c.type == "namespace_definition" and c.start_byte < top.start_byte
+        ]
+        top = before[-1] if before else top
+    named = top.child_by_field_name("name") if top.type == "namespace_definition" else None
+    return span(named, source) if named is not None else ""
 
 
 def _scope(node: Node, source: bytes, memo: dict[tuple[int, int, str], str | None]) -> str | None:

@@ -77,6 +77,7 @@ PHP: Final = [
     *(("type", f"(named_type {c})") for c in _PHP_CLASS),
     ("type", "(scoped_call_expression scope: (name) @name)"),  # ``ApiProxy::makeSyncCall()``
     ("type", "(class_constant_access_expression . (name) @name)"),  # ``Thing::CONST``
+    ("value", f"(class_constant_access_expression {_Q} . (name) @name .)"),  # its ``CONST``
     *(  # ``$x = new Thing()``, ``function f(Request $req)``: the variable's class
         ("binds", f"({node} {var} {typ})")
         for node, var, typ in (

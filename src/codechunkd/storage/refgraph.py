@@ -403,9 +403,9 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 for k in self._in_module(src, path, module, name, 0)
                 if self._sym[k].endswith(f"{original}.{name}")
             ]
-        if original and not found and not rest:  # re-exported: where it is
+        if original and not found and not rest:  # re-exported: where it is; or its base's
             for c in self._in_module(src, path, module, original, 0):
-                found += self._member_of(c, name)
+                found += self._member_of(c, name) or self._inherited(c, self._sym[c], name, 0)
         if not found and not rest and self._qual[j] == "default":  # ``export default {…}``:
             found = self._in_module(src, path, module, name, 0)  # ``utils.isArray``, the module's
         return found
