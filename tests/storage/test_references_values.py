@@ -297,3 +297,53 @@ def test_a_php_class_constant_is_defined_and_used_through_self_parent_and_its_cl
     ):
         uses = {(u.path, u.how) for u in index.references(name) if u.kind == "value"}
         assert uses == expected, (name, uses)
+
+
+PERL_CMD = """package Net::Cmd;
+
+use constant CMD_OK => 2;
+use constant { CMD_MORE => 3, CMD_INFO => 1 };
+
+sub ok {
+    my $self = shift;
+    return $self->code == CMD_OK;
+}
+
+1;
+"""
+PERL_FTP = """package Net::FTP;
+
+use Net::Cmd qw(CMD_MORE);
+
+sub more {
+    my $code = shift;
+    return $code == CMD_MORE ? 1 : DEBUG;
+}
+
+1;
+"""
+PERL_DEPARSE = "package B::Deparse;\n\nsub DEBUG { 0 }\n\n1;\n"
+
+
+def test_a_perl_use_constant_is_defined_and_used_bare(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``use constant CMD_OK => 2`` and ``use constant {CMD_MORE => 3}`` define
+    ``Net::Cmd::CMD_OK`` and ``Net::Cmd::CMD_MORE``; a bare ``CMD_OK`` in the package is a
+    use (``exact``), ``CMD_MORE`` imported by a ``use`` list one in another (``imported``);
+    a bare ``DEBUG`` the package does not define or import is no guess at another
+    package's ``sub DEBUG``. Perl recorded neither the constants nor their bare uses."""
+    files = {
+        "lib/Net/Cmd.pm": PERL_CMD,
+        "lib/Net/FTP.pm": PERL_FTP,
+        "lib/B/Deparse.pm": PERL_DEPARSE,
+    }
+    index = index_of(repo, indexer, settings, files)
+    assert [d.symbol for d in index.definitions("CMD_MORE")] == ["Net::Cmd::CMD_MORE"]
+    for name, expected in (
+        ("CMD_OK", {("lib/Net/Cmd.pm", "exact")}),
+        ("CMD_MORE", {("lib/Net/FTP.pm", "imported")}),
+        ("DEBUG", set()),
+    ):
+        uses = {(u.path, u.how) for u in index.references(name) if u.kind == "value"}
+        assert uses == expected, (name, uses)

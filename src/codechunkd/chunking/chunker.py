@@ -103,7 +103,7 @@ CountTokens = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = 17
 
 LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
-    "perl": 4,
+    "perl": 5,
     "php": 3,
     "cmake": 1,
     "csharp": 2,
@@ -163,7 +163,8 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - javascript 4-7, typescript 7-9, tsx 7-10: CommonJS re-exports (``module.exports =
   require('./x')``), ``new`` and ``this.x = new X()`` bind, destructured top-level names,
   JSX components (``<Button>``) called.
-- php 3: a class's or file's ``const`` is a definition (``Client::MAX``), ``self::MAX`` a use.
+- php 3, perl 5: a class's or file's ``const``, Perl's ``use constant``, is a definition
+  (``Client::MAX``), ``self::MAX`` and a bare ``MAX`` (Perl) a use.
 - json 1: a ``package.json`` says the package it declares and its entry files, a
   ``tsconfig.json`` the paths its ``paths`` and ``baseUrl`` map names to (``package`` rows:
   ``chunking/refs_package.py``).

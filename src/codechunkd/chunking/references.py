@@ -44,7 +44,7 @@ from codechunkd.chunking.refs_csharp import CSHARP
 from codechunkd.chunking.refs_defines import DEFINES, qualified
 from codechunkd.chunking.refs_defines import KIND as DEFINES_KIND
 from codechunkd.chunking.refs_python import PYTHON, PYTHON_BINDS, binds
-from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY
+from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY, perl_sub_name
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
@@ -487,6 +487,8 @@ def extract(language: str, tree: Tree, source: bytes) -> list[Ref]:
             continue
         if kind == "type" and _declares(node):
             continue
+        if language == "perl" and kind == "value" and perl_sub_name(node):
+            continue  # ``sub DEBUG { 0 }``: its name, not a use of it
         name = span(node, source) if node.end_byte - node.start_byte <= 4 * _MAX_NAME else ""
         if not name or len(name) > _MAX_NAME:
             continue

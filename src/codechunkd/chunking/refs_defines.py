@@ -96,6 +96,13 @@ DEFINES: Final[dict[str, list[str]]] = {
         "(declaration_list (const_declaration (const_element (name) @name)) @scope)",
         "(program (const_declaration (const_element (name) @name)) @scope)",
     ],
+    "perl": [  # ``use constant MAX => 3;``, ``use constant {A => 1, B => 2};``
+        f'(use_statement module: (package) @m (#eq? @m "constant") {names}) @scope'
+        for names in (
+            "(list_expression . (autoquoted_bareword) @name)",
+            "(anonymous_hash_expression (list_expression (autoquoted_bareword) @name))",
+        )
+    ],
     "ruby": [  # ``VERSION = "1.0"``: a constant
         f"({holder} (assignment left: (constant) @name)) @scope"
         for holder in ("program", "body_statement")
@@ -152,29 +159,32 @@ def qualified(
     if name == "_" or (name.startswith("__") and name.endswith("__")):
         return None
     scope = "" if holder is None else _scope(holder, source, scopes)
-    if language == "php" and scope is not None and holder is not None:  # as the chunker names
-        parts = [_php_namespace(holder, source), *scope.split("."), name]  # PHP's definitions:
-        return "::".join(p for p in parts if p)  # ``google\appengine\Decoder::MAX``
+    if language in _PACKAGES and scope is not None and holder is not None:  # as the chunker
+        parts = [_package(holder, source, _PACKAGES[language]), *scope.split("."), name]
+        return "::".join(p for p in parts if p)  # names them: ``google\\net::Decoder::MAX``
     return None if scope is None else f"{scope}.{name}" if scope else name
 
 
-def _php_namespace(node: Node, source: bytes) -> str:
-    """The namespace a PHP statement is in: of the ``namespace A\\B;`` last before it at
-    the file's top, or of a ``namespace A\\B { … }`` around it; ``""`` for none."""
+#: The statement that names the package of what follows it (or of its block), per language.
+_PACKAGES: Final = {"php": "namespace_definition", "perl": "package_statement"}
+
+
+def _package(node: Node, source: bytes, statement: str) -> str:
+    """The namespace (PHP) or package (Perl) a statement is in: of the ``statement`` last
+    before it at the file's top (``namespace A\\B;``, ``package Foo::Bar;``), or of one
+    around it (``namespace A\\B { … }``); ``""`` for none."""
     top = node
-    while top.parent is not None and top.parent.parent is not None:
-        if top.type == "namespace_definition":
-            break
+    while top.parent is not None and top.parent.parent is not None and top.type != statement:
         top = top.parent
-    if top.type != "namespace_definition":
+    if top.type != statement:
         root = top.parent
         before = [
             c
             for c in (root.children if root is not None else ())
-            if c.type == "namespace_definition" and c.start_byte < top.start_byte
+            if c.type == statement and c.start_byte < top.start_byte
         ]
         top = before[-1] if before else top
-    named = top.child_by_field_name("name") if top.type == "namespace_definition" else None
+    named = top.child_by_field_name("name") if top.type == statement else None
     return span(named, source) if named is not None else ""
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["BASH", "CMAKE", "PERL", "PHP", "RUBY"]
+from tree_sitter import Node
+
+__all__ = ["BASH", "CMAKE", "PERL", "PHP", "RUBY", "perl_sub_name"]
 
 _Q: Final = "(_) @qual"
 
@@ -24,6 +26,7 @@ PERL: Final = [
     ("call", "(ambiguous_function_call_expression function: (function) @name)"),
     ("call", f"(method_call_expression invocant: {_Q} method: (method) @name)"),
     ("import", "(use_statement module: (package)) @import"),
+    ("value", '((bareword) @name (#match? @name "^[A-Z][A-Z0-9_]+$"))'),  # ``MAX``: a constant
     *(  # ``our @ISA = qw(Exporter)``, ``@ISA = ('Pod::Simple')``, ``push @ISA, 'X'``: bases
         ("import", f"({node} {left}: {isa}) @import")
         for node, left, isa in (
@@ -137,3 +140,10 @@ RUBY: Final = [
         "arguments: (argument_list (string))) @import",
     ),
 ]
+
+
+def perl_sub_name(node: Node) -> bool:
+    """Whether the bareword ``node`` names the sub it declares (``sub DEBUG { 0 }``): no use
+    of the constant ``DEBUG`` (Perl's ``value`` pattern above captures every such word)."""
+    parent = node.parent
+    return parent is not None and parent.type.startswith("subroutine")

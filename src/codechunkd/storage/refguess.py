@@ -57,7 +57,7 @@ class Guesses:
     def _guess(self, i: int, qual: str) -> tuple[list[int], str]:
         """Every definition the use row ``i`` (written after ``qual``) can mean by its name
         alone, ``by-name`` (a shared list: callers never change it), or none."""
-        if not qual and self._lang[i] in _SCOPED:
+        if not qual and (self._lang[i] in _SCOPED or self._bare_perl_value(i)):
             return [], ""  # a builtin or a local, never another file's (package's) name
         fam = family(self._lang[i])
         anywhere = self._by_src_name.get((self._src[i], fam, self._name[i]))
@@ -68,6 +68,11 @@ class Guesses:
             # of some class; either way, only a class named for the receiver's (``message.get``)
             anywhere = self._receiver_named(i, qual, anywhere) or []
         return (anywhere, BY_NAME) if anywhere else ([], "")
+
+    def _bare_perl_value(self, i: int) -> bool:
+        """A Perl constant written bare (``DEBUG``): its package's or imported, never
+        another package's of that name (``B::Deparse::DEBUG``)."""
+        return self._lang[i] == "perl" and self._kind[i] == "value"
 
     def _receiver_named(self, i: int, qual: str, rows: list[int]) -> list[int] | None:
         """The members among ``rows`` of a class named like the receiver ``qual`` of the use
