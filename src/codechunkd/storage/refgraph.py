@@ -7,8 +7,9 @@ writer has committed since.  A name used in a file is resolved, in order:
 1. ``exact``: a definition of that name in the same file, for a bare name or one on
    ``self``/``cls``/``this``/``Self``;
 2. ``imported``: through the file's imports: the module path is mapped to files of the
-   same source (Python dotted and relative modules, TS/JS relative paths and index files
-   and packages by the name their ``package.json`` declares,
+   same source (Python dotted and relative modules, TS/JS relative paths and index files,
+   packages by the name their ``package.json`` declares and the paths a ``tsconfig.json``
+   maps, never Node's own ``path`` or ``fs``; a default import by the name it is given;
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
    packages; PHP by the namespace a definition declares), and the name looked up there,
    following re-exports (an ``__init__.py`` or ``index.ts`` that imports it in turn) up to
