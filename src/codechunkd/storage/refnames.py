@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Final
 
 from codechunkd.chunking.predeclared import NODE_MODULES
@@ -53,6 +53,9 @@ _C_SOURCES: Final = ("c", "cc", "cpp", "cxx", "c++", "cu")
 _C_FILES: Final = _C_HEADERS | frozenset(_C_SOURCES)
 _INDEX_STEMS: Final = ("/__init__", "/index", "/mod", "/lib", "/main")
 _JS_FILES: Final = frozenset({"js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
+_MAX_ALIASES: Final = 1000
+"""At most this many ``tsconfig.json`` mappings in one folder (each import under it may try
+each: a folder of hostile configs is not read whole per import)."""
 #: Where a package's entry is looked for when its ``package.json`` names none that the
 #: source has: Node's ``index.js``, and the usual places of a TypeScript package's source.
 _INDEXES: Final = ("index", "src/index", "lib/index")
@@ -183,18 +186,23 @@ def _stem(path: str) -> str:
     return stem
 
 
-def _nearest(folders: set[str], here: str, name: str) -> str:
+def _installed(folders: Container[str], here: str, name: str) -> str | None:
     """Of the folders that declare package ``name``, the one Node's lookup from the folder
-    ``here`` reaches first (``node_modules/<name>`` in ``here`` or the nearest folder above
-    it), else one that is no installed copy (a workspace's), else the first by path."""
+    ``here`` reaches first: ``node_modules/<name>`` in ``here`` or the nearest folder above
+    it; None when no such copy is installed."""
     at = here
     while True:
         installed = posixpath.join(at, "node_modules", name) if at else f"node_modules/{name}"
         if installed in folders:
             return installed
         if not at:
-            break
+            return None
         at = posixpath.dirname(at)
+
+
+def _workspace(folders: Iterable[str]) -> str:
+    """The folder a package's name means where no installed copy is above the importer: one
+    that is no installed copy (a workspace's), else the first by path."""
     own = sorted(f for f in folders if "node_modules" not in f.split("/"))
     return (own or sorted(folders))[0]
 
@@ -216,17 +224,19 @@ class ModulePaths:
         """``packages``: for each (source, package name) the (``package.json`` path, entry)
         pairs its ``package`` rows give, in their order, and for each (source, pattern) a
         ``tsconfig.json``'s (path, what it maps to) (chunking/refs_package.py)."""
-        self._packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        #: (source, package name) -> each folder declaring it -> its entries, in their order
+        self._packages: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)
+        self._workspaces: dict[tuple[str, str], str] = {}  # ``_workspace``'s, once a name
         #: (source, a config's folder) -> its (prefix, suffix, path) mappings
         self._aliases: dict[tuple[str, str], list[tuple[str, str | None, str]]] = defaultdict(list)
         for (src, name), rows in (packages or {}).items():
             for manifest, entry in rows:
                 folder, _, base = manifest.rpartition("/")
                 if base == "package.json":
-                    self._packages[(src, name)].append((manifest, entry))
-                else:  # ``"@/*": ["./src/*"]``: (``@/``, ``""``, ``src/*``)
-                    prefix, star, suffix = name.partition("*")
-                    self._aliases[(src, folder)].append((prefix, suffix if star else None, entry))
+                    self._packages[(src, name)].setdefault(folder, []).append(entry)
+                elif len(mapped := self._aliases[(src, folder)]) < _MAX_ALIASES:
+                    prefix, star, suffix = name.partition("*")  # ``"@/*": ["./src/*"]``
+                    mapped.append((prefix, suffix if star else None, entry))
         self._modules: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._dirs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for src, path in files:
@@ -304,13 +314,14 @@ class ModulePaths:
         declared = self._packages.get((src, name))
         if not declared:
             return None
-        folders = {posixpath.dirname(manifest) for manifest, _ in declared}
-        folder = _nearest(folders, posixpath.dirname(path), name)
+        folder = _installed(declared, posixpath.dirname(path), name)
+        if folder is None:
+            folder = self._workspaces.get((src, name)) or _workspace(declared)
+            self._workspaces[(src, name)] = folder
         rest = "/".join(parts[2:] if scoped else parts[1:])
         if rest:  # ``@acme/core/util``: ``util.ts`` in the folder, or in its ``src/``
             return self._in_folder(src, folder, [rest, f"src/{rest}"])
-        entries = [entry for manifest, entry in declared if posixpath.dirname(manifest) == folder]
-        return self._in_folder(src, folder, [e for e in entries if e] + list(_INDEXES))
+        return self._in_folder(src, folder, [e for e in declared[folder] if e] + list(_INDEXES))
 
     def _aliased(self, src: str, path: str, module: str) -> set[str]:
         """The files a ``tsconfig.json`` above ``path`` maps ``module`` to (``@/lib/x`` by
