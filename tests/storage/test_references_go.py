@@ -137,3 +137,53 @@ def test_a_struct_field_is_defined_and_read(
     uses = {(u.path, u.line, u.how) for u in index.references("Mux.Handler")}
     assert uses == {("srv/srv.go", 30, "exact"), ("srv/srv.go", 36, "exact")}, uses
     # through the field's type (``mux *Mux``), and down a chain of fields (``a.router.mux``)
+
+
+COMMON = """package tmpl
+
+import "sync"
+
+type common struct {
+\tmu    sync.Mutex
+\tfuncs map[string]any
+}
+
+func (c *common) lookup(name string) any { return c.funcs[name] }
+
+type Template struct {
+\t*common
+\tname string
+}
+
+type Locker interface {
+\tLock()
+}
+
+type LockCloser interface {
+\tLocker
+\tClose() error
+}
+
+func (t *Template) Funcs() map[string]any { return t.funcs }
+
+func (t *Template) Find(name string) any { return t.lookup(name) }
+
+func shut(l LockCloser) { l.Lock() }
+"""
+
+
+def test_an_embedded_type_promotes_its_fields_and_methods(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``type Template struct { *common }``: ``t.funcs`` and ``t.lookup()`` on a
+    ``*Template`` are ``common``'s field and method (Go promotes them); ``LockCloser``'s
+    embedded ``Locker`` is a base too. Each was nobody's (an embedded type was a type use,
+    no base), as ``text/template``'s ``t.tmpl`` and ``crypto/tls``'s ``c.out.Unlock()``
+    were."""
+    index = index_of(repo, indexer, settings, {"tmpl/tmpl.go": COMMON})
+    for symbol, line in (("common.funcs", 26), ("common.lookup", 28)):
+        uses = {(u.line, u.how) for u in index.references(symbol) if u.path == "tmpl/tmpl.go"}
+        assert (line, "exact") in uses, (symbol, uses)
+    for base, line in (("common", 13), ("Locker", 22)):  # each an embedded type: a base
+        bases = {u.line for u in index.references(base) if u.kind == "inherit"}
+        assert bases == {line}, (base, bases)
