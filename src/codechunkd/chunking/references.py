@@ -198,13 +198,10 @@ _GO_NEW: Final = (  # ``NewWriter(…)``, ``bufio.NewReader(…)``: Go's constru
     "(call_expression function: [(identifier) @name "
     "(selector_expression operand: (_) @pkg field: (field_identifier) @name)])"
 )
+_GO_EMBEDDED: Final = ("field_declaration !name type:", "type_elem")
 _GO: Final = [
-    *(  # ``type ReadWriter struct { *Reader; io.Writer }``, an interface's ``Reader``: an
-        # embedded type, whose methods are promoted (a base, as a class's)
-        ("inherit", f"({holder} {typ})")
-        for holder in ("field_declaration !name type:", "type_elem")
-        for typ in _GO_NAMED
-    ),
+    # ``struct { *Reader; io.Writer }``, an interface's ``Reader``: embedded, promoted: a base
+    *(("inherit", f"({holder} {t})") for holder in _GO_EMBEDDED for t in _GO_NAMED),
     *(  # ``func (b *Writer) …``, ``w *bufio.Writer`` parameters, ``var b Builder``: its type
         ("binds", f"({node} name: (identifier) @var type: {typ})")
         for node in ("parameter_declaration", "var_spec")
