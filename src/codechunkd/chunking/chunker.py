@@ -109,7 +109,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "csharp": 2,
     "ruby": 2,
     "python": 4,
-    "go": 6,
+    "go": 7,
     "bash": 1,
     "javascript": 7,
     "typescript": 9,
@@ -159,7 +159,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
 - go 3: a struct's fields are definitions (``Server.Addr``), and a field or package name
   read (``s.Addr``, ``http.StatusOK``) is a ``value`` use; go 4: so is a name returned,
   assigned, in a composite literal or a ``case`` (``return ErrClosed``); go 5: a struct
-  field's type is a ``binds`` row (``Server.conn``); go 6: an embedded type is a base.
+  field's type is a ``binds`` row; go 6, 7: an embedded type is a base, interface methods defined.
 - javascript 4-7, typescript 7-9, tsx 7-10: CommonJS re-exports (``module.exports =
   require('./x')``), ``new`` and ``this.x = new X()`` bind, destructured top-level names,
   JSX components (``<Button>``) called.

@@ -235,6 +235,7 @@ _GO: Final = [
         for node in (
             "function_declaration name: (identifier)",
             "method_declaration name: (field_identifier)",
+            "method_elem name: (field_identifier)",  # an interface's: ``Header() Header``
         )
         for typ in _GO_TYPES
         for result in (typ, f"(parameter_list . (parameter_declaration type: {typ}))")

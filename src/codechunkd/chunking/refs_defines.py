@@ -70,6 +70,8 @@ DEFINES: Final[dict[str, list[str]]] = {
         " @scope",
         "(source_file (type_declaration (type_spec type: (struct_type (field_declaration_list"
         " (field_declaration name: (field_identifier) @name) @scope)))))",  # ``Server.Addr``
+        "(source_file (type_declaration (type_spec type: (interface_type"  # ``Reader.Read``
+        " (method_elem name: (field_identifier) @name) @scope))))",
     ],
     "javascript": [
         *_JS_TOP,
