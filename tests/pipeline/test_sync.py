@@ -495,9 +495,10 @@ def test_build_output_is_indexed_when_asked_and_dropped_again(
 
 def test_a_languages_chunker_version_rebuilds_only_its_files(repo: Repo, indexer: Indexer) -> None:
     """An index made when the chunker's Go version was another (its state's fingerprint
-    says ``go=7``) re-chunks its Go files at the next sync and leaves the Python file as
-    it is; once done, the fingerprint is today's and a sync changes nothing.  Another
-    settings hash (the budget, the chunker's version of every language) rebuilds all."""
+    says one more than today's ``go``) re-chunks its Go files at the next sync and leaves
+    the Python file as it is; once done, the fingerprint is today's and a sync changes
+    nothing.  Another settings hash (the budget, the chunker's version of every language)
+    rebuilds all."""
     from dataclasses import replace
 
     from codechunkd.chunking.chunker import LANGUAGE_VERSIONS
@@ -512,7 +513,7 @@ def test_a_languages_chunker_version_rebuilds_only_its_files(repo: Repo, indexer
     state = indexer.store.state(source)
     syncer = indexer.syncer
     assert state is not None and state.fingerprint == syncer.fingerprint
-    older = {**LANGUAGE_VERSIONS, "go": 7}
+    older = {**LANGUAGE_VERSIONS, "go": LANGUAGE_VERSIONS["go"] + 1}  # (a fixed 7 was today's)
     recorded = fingerprint(syncer.settings, syncer.embedder.model_id, older)
     indexer.store.put_state(replace(state, fingerprint=recorded))
     report = indexer.sync(repo.path)
