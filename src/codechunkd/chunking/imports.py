@@ -82,9 +82,7 @@ def _js_require(node: Node) -> list[Ref]:
     if call is not None and call.type == "member_expression":
         picked = _text(call.child_by_field_name("property"))
         call = call.child_by_field_name("object")
-    args = call.child_by_field_name("arguments") if call is not None else None
-    string = args.named_children[0] if args is not None and args.named_children else None
-    module = _text(string).strip("'\"`")
+    module = _required(call)
     name = node.child_by_field_name("left" if assigned else "name")
     if name is None or not module:
         return []
@@ -120,10 +118,15 @@ def _exported_require(pair: Node) -> list[Ref]:
     key, value = pair.child_by_field_name("key"), pair.child_by_field_name("value")
     if _text(left) not in {"module.exports", "exports"} or key is None or value is None:
         return []
-    args = value.child_by_field_name("arguments")
-    string = args.named_children[0] if args is not None and args.named_children else None
-    module = _text(string).strip("'\"`")
+    module = _required(value)
     return [_ref(key, _text(key).strip("'\""), "", module)] if module else []
+
+
+def _required(call: Node | None) -> str:
+    """The module a ``require('m')`` call names (``m``), ``""`` for none."""
+    args = call.child_by_field_name("arguments") if call is not None else None
+    string = args.named_children[0] if args is not None and args.named_children else None
+    return _text(string).strip("'\"`")
 
 
 def _js_imports(node: Node) -> list[Ref]:

@@ -340,11 +340,16 @@ class ModulePaths:
                     if star:
                         tried.append((len(prefix), target.replace("*", star)))
             for _, target in sorted(tried, key=lambda t: t[0], reverse=True):
-                at = posixpath.normpath(posixpath.join(folder, target))
-                found = self._modules.get((src, _stem(at))) if not at.startswith("../") else None
+                found = self._at(src, folder, target)
                 if found:
                     return found
         return set()
+
+    def _at(self, src: str, folder: str, rel: str) -> set[str]:
+        """The files of the module at ``rel`` from ``folder`` (none outside the source)."""
+        at = posixpath.normpath(posixpath.join(folder, rel))
+        outside = at == ".." or at.startswith("../")
+        return set() if outside else self._modules.get((src, _stem(at)), set())
 
     def _in_folder(self, src: str, folder: str, entries: list[str]) -> set[str]:
         """The files of the first of ``entries`` (paths from ``folder``) that the source has,
@@ -354,8 +359,7 @@ class ModulePaths:
             if rel.startswith("../") or rel == "..":  # no file outside the package
                 continue
             for key in dict.fromkeys((rel, _BUILT.sub("src/", rel, count=1))):
-                at = posixpath.normpath(posixpath.join(folder, key))
-                found = self._modules.get((src, _stem(at)))
+                found = self._at(src, folder, key)
                 if found:
                     return found
         return set()
