@@ -135,7 +135,30 @@ def parallel_args(argv: list[str], environ: dict[str, str]) -> list[str]:
     return ["-n", str(count), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
+def temp_entries() -> set[str]:
+    """The names in the temp folder, but pytest's own (``pytest-of-<user>``, which it prunes
+    to its last three runs)."""
+    try:
+        names = os.listdir(tempfile.gettempdir())
+    except OSError:
+        return set()
+    return {n for n in names if not n.startswith("pytest-of-")}
+
+
+def left_behind(before: set[str], after: set[str], shown: int = 10) -> str | None:
+    """A line naming what appeared in the temp folder during the run, or None: what the tests
+    (or the servers they start) left there, or what another process on the machine wrote
+    meanwhile, so a line to read, not a failure."""
+    new = sorted(after - before)
+    if not new:
+        return None
+    more = f" and {len(new) - shown} more" if len(new) > shown else ""
+    names = ", ".join(new[:shown])
+    return f"tests: new in {tempfile.gettempdir()} since the run began: {names}{more}"
+
+
 def main(argv: list[str]) -> int:
+    before = temp_entries()
     with tempfile.TemporaryDirectory(prefix="pytest-ledger-") as tmp:
         path = Path(tmp) / "ledger"
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_LEDGER_OWNER"}
@@ -167,6 +190,8 @@ def main(argv: list[str]) -> int:
     if ledger.cpu:
         # CPU-seconds hold on a busy machine, where wall times do not: what the suite costs
         print("\n".join(cpu_summary(ledger)))
+    if left := left_behind(before, temp_entries()):
+        print(left)
     print(line, flush=True)
     return code if code >= 0 else 1  # killed by a signal
 

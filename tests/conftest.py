@@ -440,10 +440,16 @@ class S3Server:
         names = ["master", "volume", "filer", "s3", "admin"]
         flags = [f"-{n}.port={p[2 * i]}" for i, n in enumerate(names)]
         flags += [f"-{n}.port.grpc={p[2 * i + 1]}" for i, n in enumerate(names)]
+        # What weed writes stays under the root (but its gRPC sockets: ``stop``): by default
+        # it leaves its logs (glog's, in the temp folder) and unix sockets
+        # (``/tmp/seaweedfs-s3-<port>.sock``) in /tmp, a few files per run.
+        tmp = self.root / "tmp"
+        tmp.mkdir(exist_ok=True)
         with (self.root / "weed.log").open("ab") as log:
             self.proc = subprocess.Popen(
                 [
                     self.weed,
+                    f"-logdir={tmp}",
                     "mini",
                     f"-dir={self.root / 'data'}",
                     "-ip=127.0.0.1",
@@ -457,7 +463,10 @@ class S3Server:
                     "-volume.preStopSeconds=0",
                     f"-s3.config={self.config}",
                     f"-bucket={self.BUCKET}",
+                    f"-s3.localSocket={tmp / 's3.sock'}",
+                    f"-filer.localSocket={tmp / 'filer.sock'}",
                 ],
+                env={**os.environ, "TMPDIR": str(tmp)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -507,6 +516,11 @@ class S3Server:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        # weed's gRPC sockets are /tmp/seaweedfs-<part>-grpc-<port>.sock whatever TMPDIR
+        # says, and it leaves them when it ends: the ones on this server's ports are its own
+        for port in self.ports:
+            for sock in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+                sock.unlink(missing_ok=True)
 
 
 def _free_ports(n: int) -> list[int]:

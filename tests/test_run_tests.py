@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,16 @@ def test_a_test_that_waits_is_counted_as_holding_a_worker_off_the_cores(
     waited, _, held, _, _, path = lines[start + 1].split()
     assert path == "test_suite.py", lines[start:]
     assert float(held) >= float(waited) >= 0.5, lines[start:]
+
+
+def test_what_the_tests_leave_in_the_temp_folder_is_named(tmp_path: Path) -> None:
+    """A test that leaves a file in the temp folder: the run still passes, and its report
+    names the file (servers the tests start can leave logs and sockets there)."""
+    left = Path(tempfile.gettempdir()) / f"left-by-a-test-{uuid.uuid4().hex}"
+    try:
+        result = run_suite(tmp_path, f"open({str(left)!r}, 'w').close()", "serial")
+        assert result.returncode == 0, result.stdout
+        assert f"tests: new in {tempfile.gettempdir()} since the run began: " in result.stdout
+        assert left.name in result.stdout, result.stdout
+    finally:
+        left.unlink(missing_ok=True)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -58,15 +60,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # ~1/30 of their share (seen: a task slice 8 CPU-s in 8 min beside 8 busy loops), so
         # a deadline scaled by this process's measured slowness never fits it
         env.setenv("RAY_worker_niceness", "0")
-        _start_ray()
-        yield ray.get_runtime_context().gcs_address
-        ray.shutdown()
+        # the node's sessions (logs, sockets) in a folder of its own, removed after: by
+        # default Ray keeps them in /tmp/ray, one more on every run of the suite; a short
+        # path, as the node's unix sockets live under it
+        temp = tempfile.mkdtemp(prefix="ray-")
+        try:
+            _start_ray(temp)
+            yield ray.get_runtime_context().gcs_address
+            ray.shutdown()
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 RAY_STARTS = 3
 
 
-def _start_ray() -> None:
+def _start_ray(temp: str) -> None:
     """Start the local cluster, again if Ray's own start-up deadline struck.
 
     Ray's raylet waits a fixed 15 s for its dashboard agent (a Python process it starts) to
@@ -86,6 +95,7 @@ def _start_ray() -> None:
                 object_store_memory=100 * 1024 * 1024,
                 log_to_driver=False,
                 configure_logging=False,
+                _temp_dir=temp,
             )
             return
         except Exception as e:  # Ray raises a bare Exception for this

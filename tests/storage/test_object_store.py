@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -233,6 +234,29 @@ def own_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Se
         monkeypatch.setenv(name, value)
     yield server
     server.stop()
+
+
+def test_the_s3_server_leaves_nothing_in_the_temp_folder(tmp_path: Path) -> None:
+    """The tests' S3 server writes its logs and unix sockets under its own folder, which
+    pytest removes, and its stop removes the gRPC sockets weed puts in /tmp: by default
+    weed leaves ``/tmp/weed.*`` logs and ``/tmp/seaweedfs-*.sock`` sockets behind, a few
+    more on every run of the suite."""
+    server = S3Server(tmp_path / "s3")
+    server.start()
+    assert server.proc is not None
+    pid = server.proc.pid
+    server.stop()
+    # what this server would have left: logs named by its pid, sockets by its ports (other
+    # workers' servers may be running beside it)
+    ours = {f".{pid}", *(f"-{port}.sock" for port in server.ports)}
+    left = [
+        p.name
+        for p in Path(tempfile.gettempdir()).iterdir()
+        if p.name.startswith(("seaweedfs-", "weed.")) and p.name.endswith(tuple(ours))
+    ]
+    assert not left
+    kept = {p.name for p in (tmp_path / "s3" / "tmp").iterdir()}
+    assert "s3.sock" in kept and any(name.startswith("weed.") for name in kept), kept
 
 
 @pytest.mark.slow
