@@ -374,7 +374,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {n: replace(c, root=getattr(args, n)) for n, c in chosen.items()}
     if any([missing_corpus(n, c) for n, c in chosen.items()]):
         return 2
-    work = args.keep or Path(tempfile.mkdtemp(prefix="code-search-"))
+    if args.keep:  # the repositories and indexes kept for the next run
+        return run(args, chosen, args.keep)
+    with tempfile.TemporaryDirectory(prefix="code-search-") as tmp:
+        return run(args, chosen, Path(tmp))
+
+
+def run(args: argparse.Namespace, chosen: dict[str, Corpus], work: Path) -> int:
+    """The bench of the ``chosen`` corpora in ``work``: repositories, indexes and report."""
     args.cache.parent.mkdir(parents=True, exist_ok=True)
     for name, corpus in chosen.items():
         settings = load_settings(env={}, overrides={"index.dir": str(work / name / "index")})

@@ -57,11 +57,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import importlib.util
 import itertools
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -259,6 +261,7 @@ def workspace(args: argparse.Namespace) -> tuple[Path, str, list[str]]:
     names one) and the arguments every child gets."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(tempfile.mkdtemp(prefix="codechunkd-bench-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the export and the runs' files
     onnx_dir = args.onnx_dir or str(work / "onnx")
     common = ["--n", str(args.n), "--batch-size", str(args.batch_size), "--onnx-dir", onnx_dir]
     return work, onnx_dir, common
@@ -322,6 +325,7 @@ def layouts(args: argparse.Namespace) -> dict[str, float]:
     from codechunkd.platform import usable_cpus
 
     work = Path(tempfile.mkdtemp(prefix="codechunkd-layouts-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     options: dict[str, Any] = {"onnx_dir": args.onnx_dir or str(work / "onnx")}
     if args.model:
         options["model"] = args.model

@@ -366,11 +366,11 @@ def rankings(
 
 def quality_queries(split: str, keep: Path, files: int, seed: int) -> list[Query]:
     """search_quality.py's queries of ``split``, pointed at the repositories kept in ``keep``."""
-    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-"))
     queries: list[Query] = []
-    for name in SPLITS[split]:
-        for q in build_repo(THIRD_PARTY / name, tmp / name, files, seed):
-            queries.append(dataclasses.replace(q, repo=str(keep / name)))
+    with tempfile.TemporaryDirectory(prefix="prose-rules-") as tmp:
+        for name in SPLITS[split]:
+            for q in build_repo(THIRD_PARTY / name, Path(tmp) / name, files, seed):
+                queries.append(dataclasses.replace(q, repo=str(keep / name)))
     return queries
 
 
@@ -445,8 +445,8 @@ def code_search_data(keep: Path, language: str, seed: int) -> list[Ranked]:
     from code_search import build_repo as build_code_repo
 
     corpus = CORPORA[language]
-    tmp = Path(tempfile.mkdtemp(prefix="prose-rules-cs-"))
-    queries = build_code_repo(corpus, tmp / "repo", corpus.files, seed)
+    with tempfile.TemporaryDirectory(prefix="prose-rules-cs-") as tmp:
+        queries = build_code_repo(corpus, Path(tmp) / "repo", corpus.files, seed)
     queries = random.Random(seed).sample(queries, min(300, len(queries)))
     index = keep / language / "index"
     settings = load_settings(env={}, overrides={"index.dir": str(index)})

@@ -329,7 +329,15 @@ def main(argv: list[str] | None = None) -> None:
 
         search_mod.PROSE_WEIGHT = args.prose_weight
 
-    work = args.keep or Path(tempfile.mkdtemp(prefix="search-quality-"))
+    if args.keep:  # the repositories and indexes kept for the next run
+        run(args, args.keep)
+        return
+    with tempfile.TemporaryDirectory(prefix="search-quality-") as tmp:
+        run(args, Path(tmp))
+
+
+def run(args: argparse.Namespace, work: Path) -> None:
+    """The bench in ``work``: its repositories, indexes and report."""
     settings = load_settings(env={}, overrides={"index.dir": str(work / "index")})
     embedder = make_embedder(settings.embedding)
     args.cache.parent.mkdir(parents=True, exist_ok=True)
