@@ -83,6 +83,33 @@ def test_defs_refs_and_map_answer_from_the_references_table(
     assert _run("map", *where, "--budget", "0").returncode == 2
 
 
+def test_the_map_shows_a_files_signatures_in_file_order(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """The map chooses a file's signatures by how much the rest of the code refers to them
+    (``--json``: best first) and shows them in the order they come in the file."""
+    repo.write("lib/core.py", "def first(x):\n    return x\n\n\ndef second(x):\n    return x\n")
+    repo.write(
+        "a.py",
+        "from lib.core import first, second\n\n\n"
+        "def one():\n    return second(first(1)) + second(2) + second(3)\n",
+    )
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+    where = ("--index-dir", str(index_dir), "--budget", "200")
+    done = _run("map", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    [core] = [e for e in json.loads(done.stdout) if e["path"] == "lib/core.py"]
+    assert [x["signature"] for x in core["definitions"]] == ["def second(x)", "def first(x)"]
+    text = _run("map", *where).stdout
+    assert "lib/core.py:\n      1  def first(x)\n      5  def second(x)\n" in text, text
+
+
 @pytest.mark.slow
 def test_defs_finds_a_class_an_export_macro_marks_in_a_header(
     repo: Repo,

@@ -194,10 +194,11 @@ def _shown(symbol: str, signature: str | None) -> str:
 
 
 def render(entries: Sequence[MapEntry]) -> str:
-    """The map as text: each file, then its signatures indented, with line numbers."""
+    """The map as text: each file, then its signatures indented, with line numbers, in the
+    order they come in the file (the entry chose them by rank, best first)."""
     lines: list[str] = []
     for e in entries:
         lines.append(f"{e.path}:")
-        for _, sig, line in e.definitions:
+        for _, sig, line in sorted(e.definitions, key=lambda d: d[2]):
             lines.append(f"  {line:>5}  {sig}")
     return "\n".join(lines) + ("\n" if lines else "")
