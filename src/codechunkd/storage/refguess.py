@@ -36,9 +36,12 @@ _SCOPED: Final = frozenset({"python", "go"})
 """Languages whose bare names mean nothing beyond the file (Python) or package (Go) and
 their imports, where ``RefGraph._resolve`` looked before any guess."""
 
-Forms = tuple[list[int], list[int], dict[str, list[int]], dict[str, list[int]]]
+Forms = tuple[
+    list[int], list[int], dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]
+]
 """A name's definitions split by form: members, functions, members by their class's name
-and by its name lower-cased."""
+and by its name lower-cased, and (filled as asked) by the receiver names that name a kind
+of class (:func:`_kind_named`)."""
 
 
 class Guesses:
@@ -89,7 +92,8 @@ class Guesses:
         (``_forms``): callers never change them."""
         qual = self._qual[i] if self._kind[i] != "binds" else ""
         fam = family(self._lang[i])
-        members, functions, by_owner, by_lower = self._forms(self._src[i], fam, self._name[i], rows)
+        forms = self._forms(self._src[i], fam, self._name[i], rows)
+        members, functions, by_owner, by_lower, kinds = forms
         if not qual:
             return rows if self._lang[i] in BARE_MEMBERS else functions
         if qual[:1].isupper() and qual.isidentifier() and qual not in SELF:
@@ -99,6 +103,13 @@ class Guesses:
             return members
         if named:
             return named
+        if self._lang[i] == "python" and not _DUNDER.match(self._name[i]):
+            last = _MEMBER.split(qual)[-1]  # ``executor.start()``: an ``…Executor``'s
+            kind = kinds.get(last)
+            if kind is None:  # each list made once: callers tell lists apart by identity
+                kind = kinds[last] = _kind_named(last, by_owner)
+            if kind:
+                return kind
         if _MEMBER.search(qual):  # ``b.rd.Read()``: a field's method, of a class unknown
             return members
         here = self._owner[i].split(".")
@@ -107,7 +118,8 @@ class Guesses:
 
     def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> Forms:
         """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
-        once: members, functions, members by their class's name and by its name lower-cased."""
+        once: members, functions, members by their class's name and by its name lower-cased,
+        and an empty cache of the kinds receivers name."""
         got = self._form_cache.get((src, fam, name))
         if got is None:
             members = [j for j in rows if "." in self._sym[j]]
@@ -118,5 +130,39 @@ class Guesses:
                 owner = self._sym[j].split(".")[-2]
                 by_owner.setdefault(owner, []).append(j)
                 by_lower.setdefault(owner.lower(), []).append(j)
-            got = self._form_cache[(src, fam, name)] = (members, functions, by_owner, by_lower)
+            got = (members, functions, by_owner, by_lower, {})
+            self._form_cache[(src, fam, name)] = got
         return got
+
+
+_DUNDER: Final = re.compile(r"__\w+__$")
+"""A Python special method (``__enter__``, ``__call__``): every kind of object has one."""
+_WORD: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
+"""The words of an identifier: ``jobStore`` and ``job_store`` -> ``job``, ``store``."""
+
+
+def _kind_named(last: str, by_owner: dict[str, list[int]]) -> list[int]:
+    """The members of the classes named for the receiver ``last`` (its last part): whose name
+    ends with it, or whose last word begins with it (``proto``: a ``…Protocol``), else with
+    its last word, and so on: ``executor.start()`` means a ``BaseExecutor``'s or
+    ``ThreadPoolExecutor``'s ``start``, ``jobstore_instance.add_job`` a ``BaseJobStore``'s,
+    not the ``start`` of the class the call is written in; [] when no class of the name's
+    definitions is named so, or when the receiver is no name (``super(A, self)``,
+    ``items[0]``). Words shorter than 3 letters name no kind."""
+    if not last.isidentifier() or last.lstrip("_")[:1].isupper():  # ``mod.Client.get``: a
+        return []  # class, not an instance of one
+    words = [w.lower() for w in _WORD.findall(last)]
+    for word in dict.fromkeys(["".join(words), *reversed(words)]):
+        if len(word) >= 3:
+            found = [j for owner, rows in by_owner.items() if _names(owner, word) for j in rows]
+            if found:
+                return found
+    return []
+
+
+def _names(owner: str, word: str) -> bool:
+    """Whether the class ``owner`` is of the kind ``word`` (lower case) names."""
+    kind = owner.lower()
+    return kind.endswith(word) or bool(
+        (last := _WORD.findall(owner)) and last[-1].lower().startswith(word)
+    )
