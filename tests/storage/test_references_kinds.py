@@ -89,3 +89,32 @@ def test_a_receiver_named_for_a_kind_of_class_means_those_classes_members(
     assert [u.line for u in index.references("BaseScheduler.start")] == [8]
     assert [u.line for u in index.references("MemoryJobStore.start")] == [6]
     assert [u.line for u in index.references("StreamProtocol.start")] == [7]
+
+
+def test_a_guess_among_a_method_and_its_overrides_is_a_use_of_the_method(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``executor.start()`` means ``BaseExecutor.start`` or the ``start`` of a subclass that
+    overrides it (two or more levels down too): a use of the base's method, which ``refs``
+    of the base lists (it listed none: the guess had several meanings), but not of one
+    subclass's, which the call may not reach."""
+    index = index_of(repo, indexer, settings, {"scheduler.py": SCHEDULER, "more.py": MORE})
+    uses = [(u.path, u.line, u.how) for u in index.references("BaseExecutor.start")]
+    assert ("scheduler.py", 4, "by-name") in uses, uses
+    assert ("more.py", 11, "by-name") in uses, uses
+    assert not [u for u in index.references("ThreadPoolExecutor.start") if u.line == 4]
+    assert not [u for u in index.references("MemoryJobStore.start") if u.path == "more.py"]
+
+
+MORE = """from scheduler import ThreadPoolExecutor
+
+
+class ProcessPoolExecutor(ThreadPoolExecutor):
+    def start(self, scheduler):
+        return scheduler
+
+
+def run(pool_executor):
+    # ``…Executor``s: ThreadPoolExecutor, ProcessPoolExecutor and BaseExecutor's start
+    pool_executor.start(None)
+"""

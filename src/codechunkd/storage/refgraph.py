@@ -523,6 +523,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if not targets:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
+        classes = {(d.source, d.symbol.rpartition(".")[0].rpartition(".")[2]) for d in targets}
         all_asked: dict[int, bool] = {}  # id of a shared list of meanings -> all wanted
         by_name = {(d.source, used_name(d.symbol, d.language)): d for d in targets}
         out = []
@@ -533,13 +534,15 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 if self._kind[i] not in (kinds or _USES):
                     continue
                 rows, how = self.resolve(i)
-                if how == BY_NAME:  # a guess: only when every meaning left is a target
+                if how == BY_NAME:  # a guess: only when every meaning left is a target (or
+                    # overrides one: a call of an ``…Executor``'s ``start`` is a use of the base's)
                     meant = self._by_form(i, rows)
                     d = by_name.get((self._src[i], self._name[i]))
                     asked = all_asked.get(id(meant))
                     if asked is None:
-                        asked = all_asked[id(meant)] = bool(meant) and all(
-                            (self._chunk[j], self._qual[j]) in wanted for j in meant
+                        asked = all_asked[id(meant)] = bool(meant) and all(  # or overrides
+                            (self._chunk[j], self._qual[j]) in wanted or self._overrides(j, classes)
+                            for j in meant
                         )
                     if d is not None and asked:
                         out.append(

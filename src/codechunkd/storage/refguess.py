@@ -56,6 +56,7 @@ class Guesses:
     _owner: list[str]
     _by_src_name: dict[tuple[str, str, str], list[int]]
     _form_cache: dict[tuple[str, str, str], Forms]
+    _bases: dict[tuple[str, str], dict[str, None]]
 
     def _guess(self, i: int, qual: str) -> tuple[list[int], str]:
         """Every definition the use row ``i`` (written after ``qual``) can mean by its name
@@ -115,6 +116,28 @@ class Guesses:
         here = self._owner[i].split(".")
         mine = by_owner.get(here[-2]) if len(here) > 1 else None
         return mine or members
+
+    def _overrides(self, j: int, classes: set[tuple[str, str]]) -> bool:
+        """Whether the member row ``j`` is of a class that inherits, up to four levels, from
+        one of ``classes`` ((source, class name) pairs): ``ThreadPoolExecutor.start``
+        overrides ``BaseExecutor.start``, so a call guessed to be either is a use of the
+        base's. Breadth first, each base once, at most 20 classes of one name."""
+        src, fam = self._src[j], family(self._lang[j])
+        frontier, seen = [self._sym[j].rpartition(".")[0]], set()
+        for _ in range(4):
+            nxt: list[str] = []
+            for cls in frontier:
+                for base in self._bases.get((src, cls), ()):
+                    last = _MEMBER.split(base)[-1]
+                    if (src, last) in classes:
+                        return True
+                    if base not in seen:
+                        seen.add(base)
+                        nxt += [
+                            self._sym[k] for k in self._by_src_name.get((src, fam, last), ())[:20]
+                        ]
+            frontier = nxt
+        return False
 
     def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> Forms:
         """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
