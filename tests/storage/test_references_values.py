@@ -274,7 +274,8 @@ def test_a_php_class_constant_is_defined_and_used_through_self_parent_and_its_cl
     names PHP's definitions (``App\\Http::Client::DEFAULT_SIZE``), and ``self::``,
     ``static::``, ``parent::`` and ``ReadClient::DEFAULT_SIZE`` (a subclass imported by
     ``use``: the base's constant) are its uses. PHP recorded neither: ``refs`` of a
-    constant found nothing."""
+    constant found nothing. The map shows a member with its class, as it does Python's
+    (it showed ``const DEFAULT_SIZE = 512;`` alone)."""
     files = {
         "src/Http/Client.php": PHP_CLIENT,
         "src/Http/ReadClient.php": PHP_READ,
@@ -297,6 +298,10 @@ def test_a_php_class_constant_is_defined_and_used_through_self_parent_and_its_cl
     ):
         uses = {(u.path, u.how) for u in index.references(name) if u.kind == "value"}
         assert uses == expected, (name, uses)
+    entries = index.refs.repo_map(count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10**5)
+    shown = {sig for e in entries for _, sig, _ in e.definitions}
+    assert "Client: const DEFAULT_SIZE = 512;" in shown, shown
+    assert "class Client" in shown, shown  # not under its namespace, which is no class
 
 
 PERL_CMD = """package Net::Cmd;

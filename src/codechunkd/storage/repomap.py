@@ -15,7 +15,7 @@ Swift, Lua, …) lists its own, in file order.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from codechunkd.display import one_line
@@ -134,15 +134,18 @@ def repo_map(
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
         values = [g._chunk[j] for j in rows if g._mod[j] == VALUE]
         bound = texts(values) if texts is not None and values else {}
+        # a member is shown with its owner when the file defines it as a chunk's subject (a
+        # class, a function), not in passing (PHP's ``namespace App\Http;`` in a glue chunk)
+        classes = {g._qual[j] for j in own.get(path, ()) if g._qual[j] == g._csym[j]}
         defs = tuple(
             dict.fromkeys(  # each line once (the keys of one JSON chunk: one signature)
                 (
                     g._chunk[j],
                     # a value (``MAX = 3``) by the line binding it: its chunk's signature
                     # is another definition's, if any
-                    _shown(g._qual[j], _line_of(bound.get(g._chunk[j]), g._line[j]))
+                    _shown(g._qual[j], _line_of(bound.get(g._chunk[j]), g._line[j]), classes)
                     if g._mod[j] == VALUE
-                    else _shown(g._qual[j], sigs.get(g._chunk[j])),
+                    else _shown(g._qual[j], sigs.get(g._chunk[j]), classes),
                     g._line[j],
                 )
                 for j in rows
@@ -185,11 +188,17 @@ def _line_of(text: tuple[str, int] | None, line: int) -> str | None:
     return shown if len(shown) <= _LINE_CHARS else shown[: _LINE_CHARS - 1] + "…"
 
 
-def _shown(symbol: str, signature: str | None) -> str:
-    """``Engine: def run(self, x)`` for a member, the signature alone otherwise, on one line
+def _shown(symbol: str, signature: str | None, defined: Collection[str]) -> str:
+    """``Engine: def run(self, x)`` for a member (where the language writes ``::``, of a
+    class or function ``defined`` in the file: ``Client: public function size()`` of
+    ``App\\Http::Client::size``, but ``class Client`` of a namespace's ``App\\Http::Client``),
+    the signature alone otherwise, on one line
     (``def f(\\n    a,\\n) -> T``: ``def f(a) -> T``) and cut to 240 characters."""
     first = one_line(signature, _LINE_CHARS * 2) if signature and signature.strip() else symbol
-    owner = symbol.rpartition(".")[0]
+    cut = max(symbol.rfind("."), symbol.rfind("::"))
+    owner = symbol[:cut] if cut > 0 else ""
+    if owner and symbol.startswith("::", cut):  # a class's, or a namespace's: the file's
+        owner = owner.rpartition("::")[2] if owner in defined else ""  # path says which
     return f"{owner}: {first}" if owner and signature else first
 
 
