@@ -8,9 +8,9 @@ take) and says how the name was resolved: ``exact``, ``imported`` or ``by-name``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -34,6 +34,8 @@ CALL_KINDS = frozenset({"call"})
 MAX_IMPACT = 2000
 """The most calls ``impact`` gathers: a name every file calls, ``depth`` levels up, would
 be the whole repository."""
+_T = TypeVar("_T")
+
 HIT_CALLERS = 5
 """Callers a search hit lists with ``--context``."""
 
@@ -155,6 +157,7 @@ class ReferenceQueries:
             if snap is not None:
                 found = self._kept(snap)[0].definitions(name, self._sources(repo))
         last = {(d.path, d.symbol): d.line for d in found}
+        found = once(found, _definition_key)  # a worktree's copy of the same line: once
         return sorted(found, key=lambda d: (d.path, d.line != last[d.path, d.symbol], d.line))
 
     def _named(self, name: str) -> RefGraph:
@@ -174,15 +177,20 @@ class ReferenceQueries:
     def references(
         self, symbol: str, *, repo: str | None = None, kinds: Sequence[str] | None = None
     ) -> list[Use]:
-        """Every use that resolves to a definition of ``symbol``, best resolutions first."""
+        """Every use that resolves to a definition of ``symbol``, best resolutions first;
+        the same use in several sources (a repository and its worktree, two clones) once."""
+        return once(self._uses(symbol, repo, kinds), _use_key)
+
+    def _uses(self, symbol: str, repo: str | None, kinds: Sequence[str] | None) -> list[Use]:
         g = self._about([symbol])
         targets = g.definitions(symbol, self._sources(repo))
         return g.uses_of(targets, set(kinds) if kinds else None)
 
     def callers(self, symbol: str, *, repo: str | None = None) -> list[Caller]:
-        """The chunks that call ``symbol``, one per chunk and target (lines merged)."""
+        """The chunks that call ``symbol``, one per chunk and target (lines merged); the same
+        caller in several sources once."""
         grouped: dict[tuple[str, str], list[Use]] = {}
-        for u in self.references(symbol, repo=repo, kinds=sorted(CALL_KINDS)):
+        for u in self._uses(symbol, repo, sorted(CALL_KINDS)):
             assert u.target is not None
             grouped.setdefault((u.chunk_id, u.target.chunk_id), []).append(u)
         out = [
@@ -197,7 +205,7 @@ class ReferenceQueries:
             for us in grouped.values()
         ]
         out.sort(key=lambda c: (_ORDER[c.how], c.path, c.lines))
-        return out
+        return once(out, lambda c: (c.path, c.symbol, c.lines, c.how, _definition_key(c.target)))
 
     def callers_of_hits(self, hits: Sequence[tuple[str, Sequence[str]]]) -> list[list[Caller]]:
         """For each hit, given as (symbol, its chunk ids): the callers of the definition of
@@ -250,7 +258,7 @@ class ReferenceQueries:
                     defs = g.definitions(u.chunk_symbol, sources)
                     nxt += [d for d in defs if d.path == u.path]  # (a split one: any part)
             frontier = nxt
-        return out
+        return once(out, lambda lu: (lu[0], _use_key(lu[1])))
 
     def values_in(self, path: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         """The constants, variables and fields each of ``chunk_ids`` (chunks of ``path``)
@@ -347,3 +355,25 @@ def _typing(rows: pa.Table, quals: list[str], names: set[str]) -> pa.Table:
             keep[k] = True
             heads |= {modules[k]} & by_variable.keys()
     return rows.filter(pa.array(keep, type=pa.bool_()))
+
+
+def once(items: Iterable[_T], key: Callable[[_T], Hashable]) -> list[_T]:
+    """``items`` in order, each ``key`` once: the first of its copies."""
+    seen: set[Hashable] = set()
+    out = []
+    for x in items:
+        k = key(x)
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return out
+
+
+def _definition_key(d: Definition | None) -> Hashable:
+    """What a definition is wherever it is indexed: a file's line defining a symbol."""
+    return None if d is None else (d.path, d.line, d.symbol)
+
+
+def _use_key(u: Use) -> Hashable:
+    """What a use is wherever it is indexed: a line's use of a name, and what it means."""
+    return (u.path, u.line, u.kind, u.name, u.qualifier, u.how, _definition_key(u.target))

@@ -356,7 +356,7 @@ class Searcher:
         final = ranking.adjust(candidates, scores, text, rules)
         if reranker is not None and mode is Mode.HYBRID:
             final = ranking.rerank(reranker, text, candidates, final, rules, notes)
-        hits = _rows_to_hits([rows[r] for r in ranking.ordered(final)], final)
+        hits = _one_copy(_rows_to_hits([rows[r] for r in ranking.ordered(final)], final))
         if merge:
             hits = merge_adjacent(hits)
         return hits[:k]
@@ -444,6 +444,20 @@ class Searcher:
                 parent = p["parent_id"]
             out.append(replace(h, context=tuple(reversed(chain))))
         return out
+
+
+def _one_copy(hits: Sequence[Hit]) -> list[Hit]:
+    """Each chunk once: the same lines of a file with the same content in several sources
+    (a repository and its worktree, two clones, two branches of a mirror) are one answer,
+    the best-ranked copy (on a tie, the first by id), not two slots of the top ``k``."""
+    seen: set[tuple[str, int, int, str]] = set()
+    out = []
+    for h in hits:
+        key = (h.path, h.start_line, h.end_line, h.content)
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+    return out
 
 
 def merge_adjacent(hits: Sequence[Hit]) -> list[Hit]:

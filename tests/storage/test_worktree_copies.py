@@ -1,0 +1,59 @@
+"""A repository and its worktree in one index, on a real index: the same chunk, definition
+and use in both sources is one answer to ``search``, ``defs`` and ``refs``, not two slots of
+each list (they were listed twice, under the same path and line).
+
+Real git repositories (a worktree made by ``git worktree add``), a real LanceDB index and
+the real model (through ``Indexer``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Indexer, Repo
+
+from codechunkd.config import Settings
+from codechunkd.storage.reader import Index
+
+CORE = """def parse_header(line):
+    \"\"\"Split an HTTP header line into its name and value.\"\"\"
+    name, _, value = line.partition(":")
+    return name.strip(), value.strip()
+"""
+USE = """from core import parse_header
+
+
+def headers(lines):
+    return dict(parse_header(line) for line in lines)
+"""
+
+
+def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
+    repo: Repo, indexer: Indexer, settings: Settings, tmp_path: Path
+) -> None:
+    """Both checkouts indexed (two sources, the same files): a search lists each chunk
+    once, ``defs`` the definition once, ``refs`` and the callers each use once; a file the
+    worktree changed is its own answer beside the repository's."""
+    repo.write("core.py", CORE)
+    repo.write("use.py", USE)
+    repo.commit("init")
+    worktree = tmp_path / "worktree"
+    repo.git("worktree", "add", "-b", "other", str(worktree))
+    (worktree / "use.py").write_text(USE + "\n\ndef more(lines):\n    return parse_header(lines[0])\n")
+    indexer.sync(repo.path)
+    indexer.sync(worktree)
+    index = Index(indexer.store, settings)
+    assert len(indexer.store.states()) == 2
+    hits = index.search("split an HTTP header line into name and value", k=10)
+    shown = [(h.path, h.start_line, h.end_line, h.content) for h in hits]
+    assert len(shown) == len(set(shown)), shown
+    assert ("core.py", 1) in {(h.path, h.start_line) for h in hits}
+    assert [(d.path, d.line) for d in index.definitions("parse_header")] == [("core.py", 1)]
+    uses = [(u.path, u.line, u.kind) for u in index.references("parse_header")]
+    assert sorted(uses) == [
+        ("use.py", 1, "import"),
+        ("use.py", 5, "call"),
+        ("use.py", 9, "call"),  # the worktree's own
+    ], uses
+    callers = [(c.path, c.symbol) for c in index.callers("parse_header")]
+    assert sorted(callers) == [("use.py", "headers"), ("use.py", "more")], callers
