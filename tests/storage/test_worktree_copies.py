@@ -32,14 +32,16 @@ def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
     repo: Repo, indexer: Indexer, settings: Settings, tmp_path: Path
 ) -> None:
     """Both checkouts indexed (two sources, the same files): a search lists each chunk
-    once, ``defs`` the definition once, ``refs`` and the callers each use once; a file the
-    worktree changed is its own answer beside the repository's."""
+    once, ``defs`` the definition once, ``refs`` and the callers each use once, the map
+    each signature once; a file the worktree changed is its own answer beside the
+    repository's."""
     repo.write("core.py", CORE)
     repo.write("use.py", USE)
     repo.commit("init")
     worktree = tmp_path / "worktree"
     repo.git("worktree", "add", "-b", "other", str(worktree))
-    (worktree / "use.py").write_text(USE + "\n\ndef more(lines):\n    return parse_header(lines[0])\n")
+    more = "\n\ndef more(lines):\n    return parse_header(lines[0])\n"
+    (worktree / "use.py").write_text(USE + more)
     indexer.sync(repo.path)
     indexer.sync(worktree)
     index = Index(indexer.store, settings)
@@ -57,3 +59,6 @@ def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
     ], uses
     callers = [(c.path, c.symbol) for c in index.callers("parse_header")]
     assert sorted(callers) == [("use.py", "headers"), ("use.py", "more")], callers
+    entries = index.refs.repo_map(count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10**4)
+    [core] = [e for e in entries if e.path == "core.py"]
+    assert [(sig, line) for _, sig, line in core.definitions] == [("def parse_header(line)", 1)]

@@ -129,8 +129,8 @@ def repo_map(
     out: list[MapEntry] = []
     spent = 0
     for path in shown:
-        best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])[:_PER_FILE]
-        rows = [j for j, _ in best] or _in_file_order(g, own.get(path, ()))
+        best = sorted(into.get(path, {}).items(), key=lambda kv: -kv[1])
+        rows = _once(g, [j for j, _ in best]) or _in_file_order(g, own.get(path, ()))
         sigs = signatures([g._chunk[j] for j in rows]) if rows else {}
         values = [g._chunk[j] for j in rows if g._mod[j] == VALUE]
         bound = texts(values) if texts is not None and values else {}
@@ -168,7 +168,18 @@ def repo_map(
 
 def _in_file_order(g: RefGraph, rows: Sequence[int]) -> list[int]:
     """A file's own definition rows by line, the first :data:`_PER_FILE`."""
-    return sorted(rows, key=lambda j: g._line[j])[:_PER_FILE]
+    return _once(g, sorted(rows, key=lambda j: g._line[j]))
+
+
+def _once(g: RefGraph, rows: Sequence[int]) -> list[int]:
+    """The first :data:`_PER_FILE` of ``rows``, each definition (a symbol at a line) once:
+    the same file in several sources (a repository and its worktree) defines it in each."""
+    seen: dict[tuple[str, int], int] = {}
+    for j in rows:
+        seen.setdefault((g._qual[j], g._line[j]), j)
+        if len(seen) == _PER_FILE:
+            break
+    return list(seen.values())
 
 
 _LINE_CHARS = 120
