@@ -42,7 +42,7 @@ from codechunkd.chunking.refs_package import PACKAGE
 from codechunkd.storage.refc import CFamily, CMemo
 from codechunkd.storage.refcsharp import CSharpNames
 from codechunkd.storage.references import DEFINITION, VALUE, Definition, Use
-from codechunkd.storage.refguess import BARE_MEMBERS, Forms, Guesses
+from codechunkd.storage.refguess import BARE_MEMBERS, Forms, Guesses, owner_name
 from codechunkd.storage.refnames import (
     BY_NAME,
     CASELESS,
@@ -523,7 +523,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if not targets:
             return []
         wanted = {(d.chunk_id, d.symbol) for d in targets}
-        classes = {(d.source, d.symbol.rpartition(".")[0].rpartition(".")[2]) for d in targets}
+        classes = {(d.source, owner_name(d.symbol)) for d in targets}
         all_asked: dict[int, bool] = {}  # id of a shared list of meanings -> all wanted
         by_name = {(d.source, used_name(d.symbol, d.language)): d for d in targets}
         out = []

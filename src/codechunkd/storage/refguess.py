@@ -27,7 +27,7 @@ from typing import Final
 from codechunkd.chunking.predeclared import BUILTIN_METHODS
 from codechunkd.storage.refnames import BY_NAME, SELF, family
 
-__all__ = ["BARE_MEMBERS", "Guesses"]
+__all__ = ["BARE_MEMBERS", "Guesses", "owner_name"]
 
 BARE_MEMBERS: Final = frozenset({"java", "ruby"})
 """Languages where a bare name can call a member of the enclosing class."""
@@ -122,8 +122,11 @@ class Guesses:
         one of ``classes`` ((source, class name) pairs): ``ThreadPoolExecutor.start``
         overrides ``BaseExecutor.start``, so a call guessed to be either is a use of the
         base's. Breadth first, each base once, at most 20 classes of one name."""
+        owner = self._sym[j].rpartition(".")[0]  # (canonical: ``Span::new`` is ``Span.new``)
+        if not owner:
+            return False  # a function, of no class
         src, fam = self._src[j], family(self._lang[j])
-        frontier, seen = [self._sym[j].rpartition(".")[0]], set()
+        frontier, seen = [owner], set()
         for _ in range(4):
             nxt: list[str] = []
             for cls in frontier:
@@ -189,3 +192,10 @@ def _names(owner: str, word: str) -> bool:
     return kind.endswith(word) or bool(
         (last := _WORD.findall(owner)) and last[-1].lower().startswith(word)
     )
+
+
+def owner_name(symbol: str) -> str:
+    """The last name of the class a member belongs to (``BaseExecutor`` of
+    ``BaseExecutor.start`` and of ``App\\Http::BaseExecutor::start``), or ``""``."""
+    parts = _MEMBER.split(symbol)
+    return parts[-2] if len(parts) > 1 else ""
