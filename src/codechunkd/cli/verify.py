@@ -47,7 +47,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"MISMATCH: {report.repo}: {len(report.missing)} rows missing, "
             f"{len(report.extra)} extra, {len(report.stale_files)} stale files, "
             f"{report.duplicate_ids} duplicate ids, {report.unusable_vectors} unusable vectors, "
-            f"{report.vectorless} without a vector yet"
+            f"{report.vectorless} without a vector yet, "
+            f"{len(report.references_missing)} reference rows missing, "
+            f"{len(report.references_extra)} extra"
         )
         if report.vectorless:
             print("  rows without a vector yet: the next `codechunkd index` (or daemon) fills them")
@@ -59,4 +61,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"  missing: {p} [{start}:{end}]")
         for p, start, end, _, _ in report.extra[:20]:
             print(f"  extra: {p} [{start}:{end}]")
+        for label, refs in (
+            ("missing", report.references_missing),
+            ("extra", report.references_extra),
+        ):
+            for p, _, kind, name, _, _, line in refs[:20]:
+                print(f"  {label} reference: {p}:{line} {kind} {name}")
     return 0 if report.ok else 1

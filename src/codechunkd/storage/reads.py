@@ -114,6 +114,15 @@ class Reads(Tables):
             for r in t
         }
 
+    def reference_keys(self, source: SourceId) -> list[dict[str, Any]]:
+        """What ``verify`` compares of ``source``'s ``references`` rows: each row's file,
+        chunk, kind, names and line."""
+        cols = ["path", "chunk_id", "kind", "name", "qualifier", "module", "line"]
+        rows: list[dict[str, Any]] = self._scan(
+            S.REFERENCES, f"source = {quote(source)}", cols
+        ).to_pylist()
+        return rows
+
     def chunk_paths(self, source: SourceId) -> set[str]:
         """Paths that have chunk rows (orphans of a crash show up here, not in ``files``)."""
         t = self._scan(S.CHUNKS, f"source = {quote(source)}", ["path"])
