@@ -69,10 +69,13 @@ def _env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(index_dir: Path, log: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    """`codechunkd mcp --index-dir DIR` spawned by the SDK's stdio client, initialised."""
+async def stdio_session(
+    index_dir: Path, log: Path, *extra: str, cwd: Path | None = None
+) -> AsyncIterator[ClientSession]:
+    """`codechunkd mcp --index-dir DIR` spawned by the SDK's stdio client (in ``cwd``, as an
+    agent starts it in the checkout it works in), initialised."""
     params = StdioServerParameters(
-        command=EXE, args=["mcp", "--index-dir", str(index_dir), *extra], env=_env()
+        command=EXE, args=["mcp", "--index-dir", str(index_dir), *extra], env=_env(), cwd=cwd
     )
     with log.open("w") as err:
         async with (
@@ -277,6 +280,50 @@ def test_definition_and_references_give_ids_read_chunks_reads(
                 assert said in text(found), text(found)
             assert (await call(s, "definition", name="x" * 401)).is_error
             assert (await call(s, "repo_map", budget=0)).is_error
+
+    anyio.run(go)
+
+
+WORKTREE_TEXT = (
+    'def slugify(title):\n    """Dashes for spaces."""\n    return title.replace(" ", "-")\n'
+    "\n\ndef titled(s):\n    return s.title()\n"
+)
+
+
+def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
+    indexed: Repo,
+    settings: Settings,
+    embedder,
+    index_dir: Path,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A repository and its worktree both indexed, a file changed in the worktree: a server
+    started in the worktree outlines and reads the worktree's file when no ``repo`` is
+    given (it outlined both, the main checkout's first, and read the main checkout's chunk
+    at that line), one started in the main checkout its own; one started elsewhere lists
+    both."""
+    worktree = tmp_path / "worktree"
+    indexed.git("worktree", "add", "-b", "other", str(worktree))
+    (worktree / "pkg" / "text.py").write_text(WORKTREE_TEXT)
+    ix = Indexer(settings, embedder)
+    ix.sync(worktree)
+    ix.close()
+
+    async def outline_and_line_3(where: Path) -> tuple[str, str]:
+        async with stdio_session(index_dir, tmp_path / "mcp.log", cwd=where) as s:
+            outline = text(await call(s, "outline", path="pkg/text.py"))
+            read = ok(await call(s, "read_chunks", path="pkg/text.py", line=3))
+            return outline, read["chunks"][0]["content"]
+
+    async def go() -> None:
+        outline, chunk = await outline_and_line_3(worktree / "pkg")
+        assert "titled" in outline and str(indexed.path) not in outline, outline
+        assert 'title.replace(" ", "-")' in chunk, chunk
+        outline, chunk = await outline_and_line_3(indexed.path)
+        assert "titled" not in outline and str(worktree) not in outline, outline
+        assert "title.lower()" in chunk, chunk
+        outline, _ = await outline_and_line_3(tmp_path)
+        assert str(indexed.path) in outline and str(worktree) in outline, outline
 
     anyio.run(go)
 

@@ -205,8 +205,14 @@ class Backend:
         return path.lstrip("./") if path.startswith("./") else path, repo
 
     def outline(self, path: str, repo: str | None) -> list[Any]:
+        """The chunks of ``path``; when several indexed repositories hold it and none is
+        named, those of the one the server runs in, if it is one of them (an agent in a
+        worktree reads its worktree's file, not the main checkout's), else every one's."""
         rel, root = self.locate(path, repo)
         rows = self.index().file(rel, repo=root)
+        if root is None and len({r.repo for r in rows}) > 1:
+            here = _containing(os.getcwd(), {r.repo for r in rows})
+            rows = [r for r in rows if r.repo == here] if here else rows
         if not rows:
             roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
             raise ToolFailure(
@@ -320,3 +326,9 @@ class Backend:
         from codechunkd.daemon.offline import stopped_status
 
         return stopped_status(self.paths), "index"
+
+
+def _containing(path: str, roots: set[str]) -> str | None:
+    """The deepest of ``roots`` that ``path`` is in (or is), or None."""
+    inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
+    return max(inside, key=len, default=None)

@@ -165,7 +165,8 @@ def _outline(tool: Callable[[Any], Any], backend: Answers) -> None:
         repo: Annotated[
             str | None,
             Field(
-                description="The repository root, when several indexed repositories have this path."
+                description="The repository root, when several indexed repositories have this "
+                "path (by default the one the server runs in, if it is one of them; else all)."
             ),
         ] = None,
         max_chars: Annotated[
@@ -229,8 +230,8 @@ def _read_chunks(tool: Callable[[Any], Any], backend: Answers) -> None:
         repo: Annotated[
             str | None,
             Field(
-                description="The repository root, with `path`, "
-                "when several repositories have that path."
+                description="The repository root, with `path`, when several repositories "
+                "have that path (by default the one the server runs in, if it is one of them)."
             ),
         ] = None,
     ) -> CallToolResult:
