@@ -98,10 +98,7 @@ def test_the_map_shows_a_files_signatures_in_file_order(
         "def one():\n    return second(first(1)) + second(2) + second(3)\n",
     )
     repo.commit("init")
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
-    where = ("--index-dir", str(index_dir), "--budget", "200")
+    where = (*_indexed(repo, settings, embedder, index_dir), "--budget", "200")
     done = _run("map", *where, "--json")
     assert done.returncode == 0, done.stderr
     [core] = [e for e in json.loads(done.stdout) if e["path"] == "lib/core.py"]
