@@ -445,6 +445,9 @@ class S3Server:
         # (``/tmp/seaweedfs-s3-<port>.sock``) in /tmp, a few files per run.
         tmp = self.root / "tmp"
         tmp.mkdir(exist_ok=True)
+        sockets = [f"-s3.localSocket={tmp / 's3.sock'}", f"-filer.localSocket={tmp / 'filer.sock'}"]
+        if len(os.fsencode(tmp / "filer.sock")) > 100:  # past a unix socket's path: weed's own
+            sockets = []
         with (self.root / "weed.log").open("ab") as log:
             self.proc = subprocess.Popen(
                 [
@@ -463,8 +466,7 @@ class S3Server:
                     "-volume.preStopSeconds=0",
                     f"-s3.config={self.config}",
                     f"-bucket={self.BUCKET}",
-                    f"-s3.localSocket={tmp / 's3.sock'}",
-                    f"-filer.localSocket={tmp / 'filer.sock'}",
+                    *sockets,
                 ],
                 env={**os.environ, "TMPDIR": str(tmp)},
                 stdout=log,
@@ -517,9 +519,10 @@ class S3Server:
                 self.proc.wait()
         self.proc = None
         # weed's gRPC sockets are /tmp/seaweedfs-<part>-grpc-<port>.sock whatever TMPDIR
-        # says, and it leaves them when it ends: the ones on this server's ports are its own
+        # says (and its local ones too, when the root's path is too long for them), and it
+        # leaves them when it ends: the ones on this server's ports are its own
         for port in self.ports:
-            for sock in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+            for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
                 sock.unlink(missing_ok=True)
 
 

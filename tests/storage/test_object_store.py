@@ -256,7 +256,7 @@ def test_the_s3_server_leaves_nothing_in_the_temp_folder(tmp_path: Path) -> None
     ]
     assert not left
     kept = {p.name for p in (tmp_path / "s3" / "tmp").iterdir()}
-    assert "s3.sock" in kept and any(name.startswith("weed.") for name in kept), kept
+    assert any(name.startswith("weed.") for name in kept), kept  # its logs: there
 
 
 @pytest.mark.slow
