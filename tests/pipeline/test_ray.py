@@ -62,8 +62,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env.setenv("RAY_worker_niceness", "0")
         # the node's sessions (logs, sockets) in a folder of its own, removed after: by
         # default Ray keeps them in /tmp/ray, one more on every run of the suite; a short
-        # path, as the node's unix sockets live under it
-        temp = tempfile.mkdtemp(prefix="ray-")
+        # path, as the node's unix sockets live under it (where Ray's own would be: /tmp)
+        temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
         try:
             _start_ray(temp)
             yield ray.get_runtime_context().gcs_address
