@@ -8,12 +8,16 @@ the real model (through ``Indexer``).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import Indexer, Repo
+from tests.conftest import Indexer, Repo, scaled
 
 from codechunkd.config import Settings
 from codechunkd.storage.reader import Index
+
+EXE = str(Path(sys.executable).parent / "codechunkd")
 
 CORE = """def parse_header(line):
     \"\"\"Split an HTTP header line into its name and value.\"\"\"
@@ -28,13 +32,9 @@ def headers(lines):
 """
 
 
-def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
-    repo: Repo, indexer: Indexer, settings: Settings, tmp_path: Path
-) -> None:
-    """Both checkouts indexed (two sources, the same files): a search lists each chunk
-    once, ``defs`` the definition once, ``refs`` and the callers each use once, the map
-    each signature once; a file the worktree changed is its own answer beside the
-    repository's."""
+def _two_checkouts(repo: Repo, indexer: Indexer, tmp_path: Path) -> Path:
+    """``repo`` and a worktree of it whose ``use.py`` calls ``parse_header`` once more (line
+    9), both indexed: the worktree."""
     repo.write("core.py", CORE)
     repo.write("use.py", USE)
     repo.commit("init")
@@ -44,6 +44,17 @@ def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
     (worktree / "use.py").write_text(USE + more)
     indexer.sync(repo.path)
     indexer.sync(worktree)
+    return worktree
+
+
+def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
+    repo: Repo, indexer: Indexer, settings: Settings, tmp_path: Path
+) -> None:
+    """Both checkouts indexed (two sources, the same files): a search lists each chunk
+    once, ``defs`` the definition once, ``refs`` and the callers each use once, the map
+    each signature once; a file the worktree changed is its own answer beside the
+    repository's."""
+    _two_checkouts(repo, indexer, tmp_path)
     index = Index(indexer.store, settings)
     assert len(indexer.store.states()) == 2
     hits = index.search("split an HTTP header line into name and value", k=10)
@@ -62,3 +73,26 @@ def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
     entries = index.refs.repo_map(count_tokens=lambda ts: [len(t) // 4 for t in ts], budget=10**4)
     [core] = [e for e in entries if e.path == "core.py"]
     assert [(sig, line) for _, sig, line in core.definitions] == [("def parse_header(line)", 1)]
+
+
+def _cli(*argv: str) -> list[str]:
+    done = subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_answers_from_several_checkouts_name_each_file_by_its_full_path(
+    repo: Repo, indexer: Indexer, index_dir: Path, tmp_path: Path
+) -> None:
+    """``search`` and ``refs`` whose answers come from both checkouts write each file by
+    its full path (``use.py:9`` alone did not say it is the worktree's); ``defs``, whose one
+    answer is in both, keeps the path in the repository."""
+    worktree = _two_checkouts(repo, indexer, tmp_path)
+    where = ("--index-dir", str(index_dir))
+    hits = _cli("search", "parse_header", "--mode", "text", "-k", "20", *where)
+    heads = [ln for ln in hits if not ln.startswith(" ")]
+    assert any(ln.startswith(f"{worktree}/use.py:") for ln in heads), hits
+    assert all(ln.startswith((f"{worktree}/", f"{repo.path}/")) for ln in heads), hits
+    uses = _cli("refs", "parse_header", *where)
+    assert any(ln.startswith(f"{worktree}/use.py:9 ") for ln in uses), uses
+    assert _cli("defs", "parse_header", *where)[0].startswith("core.py:1 ")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import codechunkd.cli.common as common
@@ -56,11 +57,13 @@ def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
 def cmd_defs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
-    defs = open_index(settings=common.settings(args)).definitions(args.name, repo=args.repo)
+    index = open_index(settings=common.settings(args))
+    defs = index.definitions(args.name, repo=args.repo)
+    where = _located(index, defs)
     _print(
         args,
         definition_dicts(defs),
-        [f"{d.path}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
+        [f"{where(d)}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
     )
     if not defs:
         _none(args, "definition")
@@ -90,7 +93,8 @@ def cmd_refs(args: argparse.Namespace) -> int:
         uses = index.refs.references(
             args.name, repo=args.repo, kinds=["call"] if args.calls else None
         )
-    lines = [_use_line(u, target=args.callees) for u in uses]
+    where = _located(index, uses)
+    lines = [_use_line(u, where, target=args.callees) for u in uses]
     _print(args, reference_dicts(uses), lines)
     if not uses:  # a name the index does not define (a typo) is said so
         defined = index.definitions(args.name, repo=args.repo)
@@ -110,7 +114,8 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
     found = index.refs.impact(args.name, depth=args.depth, repo=args.repo)
     dicts = reference_dicts([u for _, u in found])
     value = [{"depth": level, **d} for (level, _), d in zip(found, dicts, strict=True)]
-    lines = ["  " * (level - 1) + _use_line(u, target=True) for level, u in found]
+    where = _located(index, [u for _, u in found])
+    lines = ["  " * (level - 1) + _use_line(u, where, target=True) for level, u in found]
     _print(args, value, lines)
     if not found:
         defined = index.definitions(args.name, repo=args.repo)
@@ -118,14 +123,22 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
     return 0
 
 
-def _use_line(u: Any, *, target: bool) -> str:
+def _located(index: Any, answers: Sequence[Any]) -> Callable[[Any], str]:
+    """How an answer's file is written: its path in its repository, or, when the answers
+    come from several indexed repositories, the file's full path (which one it is)."""
+    if len({a.source for a in answers}) < 2:
+        return lambda a: str(a.path)
+    roots = {s.source.id: s.source.repo for s in index.sources()}
+    return lambda a: os.path.join(roots.get(a.source, ""), a.path)
+
+
+def _use_line(u: Any, where: Callable[[Any], str], *, target: bool) -> str:
     """``requests/api.py:70  call    sessions.Session  in request  [imported]``."""
     qual = f"{u.qualifier}." if u.qualifier and u.kind != "import" else ""
     to = f" -> {u.target.symbol}" if target and u.target else ""
-    where = u.chunk_symbol or "(module)"
-    return (
-        f"{u.path}:{u.line}  {u.kind:<7} {qual}{u.name}  in {where}  [{u.how or 'unresolved'}{to}]"
-    )
+    caller = u.chunk_symbol or "(module)"
+    how = f"[{u.how or 'unresolved'}{to}]"
+    return f"{where(u)}:{u.line}  {u.kind:<7} {qual}{u.name}  in {caller}  {how}"
 
 
 def cmd_map(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -210,9 +211,11 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
             f"\033[1m{t}\033[0m" if t.lower().strip("(),:") in words else t for t in line.split(" ")
         )
 
+    several = len({h.get("repo") for h in hits}) > 1  # each file by its full path, then
     for h in hits:
         flag = "  [stale]" if h.get("stale") else ""
-        where = f"{printable(h['path'])}:{h['start_line']}-{h['end_line']}"
+        path = os.path.join(h["repo"], h["path"]) if several else h["path"]
+        where = f"{printable(path)}:{h['start_line']}-{h['end_line']}"
         print(f"{where}  {printable(h['symbol'] or '-')}  {h['score']:.4f}{flag}")
         for ctx in h.get("context") or ():
             print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")
