@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -21,7 +21,7 @@ from codechunkd.storage.refnames import short_name, used_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.reftyped import callee
 from codechunkd.storage.repomap import MapEntry, repo_map
-from codechunkd.storage.rows import in_list, quote
+from codechunkd.storage.rows import in_list, once, quote
 
 _RETURNS = "(kind = 'binds' AND qualifier LIKE '%()')"
 """What functions return (``def make() -> T``: a ``make()`` row): read with the skeleton,
@@ -34,8 +34,6 @@ CALL_KINDS = frozenset({"call"})
 MAX_IMPACT = 2000
 """The most calls ``impact`` gathers: a name every file calls, ``depth`` levels up, would
 be the whole repository."""
-_T = TypeVar("_T")
-
 HIT_CALLERS = 5
 """Callers a search hit lists with ``--context``."""
 
@@ -355,18 +353,6 @@ def _typing(rows: pa.Table, quals: list[str], names: set[str]) -> pa.Table:
             keep[k] = True
             heads |= {modules[k]} & by_variable.keys()
     return rows.filter(pa.array(keep, type=pa.bool_()))
-
-
-def once(items: Iterable[_T], key: Callable[[_T], Hashable]) -> list[_T]:
-    """``items`` in order, each ``key`` once: the first of its copies."""
-    seen: set[Hashable] = set()
-    out = []
-    for x in items:
-        k = key(x)
-        if k not in seen:
-            seen.add(k)
-            out.append(x)
-    return out
 
 
 def _definition_key(d: Definition | None) -> Hashable:

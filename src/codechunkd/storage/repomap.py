@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from codechunkd.display import one_line
 from codechunkd.storage.references import DEFINITION, VALUE
 from codechunkd.storage.refgraph import BY_NAME, RefGraph
+from codechunkd.storage.rows import once
 
 __all__ = ["MapEntry", "pagerank", "repo_map"]
 
@@ -174,12 +175,7 @@ def _in_file_order(g: RefGraph, rows: Sequence[int]) -> list[int]:
 def _once(g: RefGraph, rows: Sequence[int]) -> list[int]:
     """The first :data:`_PER_FILE` of ``rows``, each definition (a symbol at a line) once:
     the same file in several sources (a repository and its worktree) defines it in each."""
-    seen: dict[tuple[str, int], int] = {}
-    for j in rows:
-        seen.setdefault((g._qual[j], g._line[j]), j)
-        if len(seen) == _PER_FILE:
-            break
-    return list(seen.values())
+    return once(rows, lambda j: (g._qual[j], g._line[j]))[:_PER_FILE]
 
 
 _LINE_CHARS = 120

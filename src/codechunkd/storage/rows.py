@@ -10,10 +10,10 @@ table (``storage/writes.py`` and ``storage/fragments.py`` write what it builds).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -163,3 +163,19 @@ def manifest_rows(source: Source, files: Sequence[IndexedFile], now: datetime) -
         ],
         schema=S.FILES_SCHEMA,
     )
+
+
+_T = TypeVar("_T")
+
+
+def once(items: Iterable[_T], key: Callable[[_T], Hashable]) -> list[_T]:
+    """``items`` in order, each ``key`` once: the first of its copies (the same chunk, use or
+    definition indexed in several sources, a repository and its worktree, is one answer)."""
+    seen: set[Hashable] = set()
+    out = []
+    for x in items:
+        k = key(x)
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return out

@@ -42,7 +42,7 @@ from codechunkd.storage.fusion import (
     vectorless_stand_in,
 )
 from codechunkd.storage.globs import path_filter
-from codechunkd.storage.rows import quote
+from codechunkd.storage.rows import once, quote
 from codechunkd.storage.symbols import (
     SYMBOL_IN_SENTENCE_BOOST,
     named_in_sentence,
@@ -450,14 +450,7 @@ def _one_copy(hits: Sequence[Hit]) -> list[Hit]:
     """Each chunk once: the same lines of a file with the same content in several sources
     (a repository and its worktree, two clones, two branches of a mirror) are one answer,
     the best-ranked copy (on a tie, the first by id), not two slots of the top ``k``."""
-    seen: set[tuple[str, int, int, str]] = set()
-    out = []
-    for h in hits:
-        key = (h.path, h.start_line, h.end_line, h.content)
-        if key not in seen:
-            seen.add(key)
-            out.append(h)
-    return out
+    return once(hits, lambda h: (h.path, h.start_line, h.end_line, h.content))
 
 
 def merge_adjacent(hits: Sequence[Hit]) -> list[Hit]:
