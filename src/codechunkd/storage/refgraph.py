@@ -442,26 +442,11 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         ``i``'s source and language family), nearest first, up to four levels: ``self.x()``
         in a subclass calls the base's ``x``.  Breadth first, each class once, at most 20
         classes of one name."""
-        src, fam = self._src[i], family(self._lang[i])
-        seen: set[str] = set()
-        frontier = [owner] if owner else []
-        for _ in range(4 - depth):
-            found: list[int] = []
-            nxt: list[str] = []
-            for cls in frontier:
-                for base in self._bases.get((src, cls), ()):
-                    if base in seen:
-                        continue
-                    seen.add(base)
-                    hits = self._members.get((src, base, name))
-                    if hits:
-                        found += hits
-                    else:
-                        bases = self._by_src_name.get((src, fam, base), ())
-                        nxt += [self._sym[j] for j in bases[:20]]
+        src = self._src[i]
+        for bases in self._base_levels(src, family(self._lang[i]), owner, 4 - depth):
+            found = [j for base in bases for j in self._members.get((src, base, name), ())]
             if found:
                 return found
-            frontier = nxt
         return []
 
     def _in_package(self, src: str, path: str, name: str) -> list[int]:

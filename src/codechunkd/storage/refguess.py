@@ -22,6 +22,7 @@ use's form (:meth:`Guesses._by_form`: ``x.m()`` a member, ``m()`` a function).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Final
 
 from codechunkd.chunking.predeclared import BUILTIN_METHODS
@@ -121,26 +122,34 @@ class Guesses:
         """Whether the member row ``j`` is of a class that inherits, up to four levels, from
         one of ``classes`` ((source, class name) pairs): ``ThreadPoolExecutor.start``
         overrides ``BaseExecutor.start``, so a call guessed to be either is a use of the
-        base's. Breadth first, each base once, at most 20 classes of one name."""
+        base's."""
         owner = self._sym[j].rpartition(".")[0]  # (canonical: ``Span::new`` is ``Span.new``)
         if not owner:
             return False  # a function, of no class
-        src, fam = self._src[j], family(self._lang[j])
-        frontier, seen = [owner], set()
-        for _ in range(4):
+        src = self._src[j]
+        levels = self._base_levels(src, family(self._lang[j]), owner, 4)
+        return any((src, _MEMBER.split(base)[-1]) in classes for bases in levels for base in bases)
+
+    def _base_levels(self, src: str, fam: str, cls: str, levels: int) -> Iterator[list[str]]:
+        """The base classes of ``cls`` in ``src`` and language family ``fam``, by the names
+        they are written with, a level at a time, nearest first, up to ``levels`` levels:
+        breadth first, each base once, at most 20 classes of one name followed."""
+        seen: set[str] = set()
+        frontier = [cls] if cls else []
+        for _ in range(levels):
+            bases: list[str] = []
             nxt: list[str] = []
-            for cls in frontier:
-                for base in self._bases.get((src, cls), ()):
-                    last = _MEMBER.split(base)[-1]
-                    if (src, last) in classes:
-                        return True
+            for c in frontier:
+                for base in self._bases.get((src, c), ()):
                     if base not in seen:
                         seen.add(base)
-                        nxt += [
-                            self._sym[k] for k in self._by_src_name.get((src, fam, last), ())[:20]
-                        ]
+                        bases.append(base)
+                        named = self._by_src_name.get((src, fam, base), ())
+                        nxt += [self._sym[k] for k in named[:20]]
+            if not bases:
+                return
+            yield bases
             frontier = nxt
-        return False
 
     def _forms(self, src: str, fam: str, name: str, rows: list[int]) -> Forms:
         """The definitions of ``name`` in ``src`` and language family ``fam`` (``rows``) split
