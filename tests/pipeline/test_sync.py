@@ -386,6 +386,7 @@ KEPT = {
     "package.json",
     "go.mod",
     "src/lock.json",
+    "docs/lfs.md",
 }
 
 
@@ -426,20 +427,31 @@ def _build_output(repo: Repo) -> None:
     repo.write(
         "src/emit.js", "export const tail = (name) =>\n  `//# sourceMappingURL=${name}.map`\n"
     )
+    lfs = "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize {}\n"
+    repo.write("assets/logo.png", lfs.format("4d7a" * 16, 48213))  # what git holds of it
+    repo.write("models/weights.bin", lfs.format("0b1c" * 16, 90_000_000))
+    repo.write("docs/lfs.md", "Pointers begin\n\nversion https://git-lfs.github.com/spec/v1\n")
     repo.commit()
 
 
 def test_build_output_is_a_counted_skip(repo: Repo, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    """Dependency lock files (by name, in any folder), source maps, minified JavaScript and
-    CSS (by name, or most of the file in very long lines) and compiled output (a last line
-    naming its source map) are skipped with their reasons, and `verify` agrees; manifests,
-    hand-written code with one long line or that writes such a comment, declarations by hand
-    and `.map` files that are no source maps are indexed."""
+    """Dependency lock files (by name, in any folder), Git LFS pointers (whatever the name),
+    source maps, minified JavaScript and CSS (by name, or most of the file in very long
+    lines) and compiled output (a last line naming its source map) are skipped with their
+    reasons, and `verify` agrees; manifests, hand-written code with one long line or that
+    writes such a comment, declarations by hand, `.map` files that are no source maps and a
+    text quoting a pointer's first line are indexed."""
     _build_output(repo)
     settings = load_settings(env={}, overrides={"index.dir": str(tmp_path / "ix")})
     ix = Indexer(settings, embedder)
     report = ix.sync(repo.path)
-    assert report.skipped == {"minified": 3, "source_map": 1, "compiled": 3, "lockfile": 4}
+    assert report.skipped == {
+        "minified": 3,
+        "source_map": 1,
+        "compiled": 3,
+        "lockfile": 4,
+        "lfs_pointer": 2,
+    }
     assert {r["path"] for r in ix.rows()} == KEPT
     assert verify(settings, ix.store, GitSource(repo.path)).ok
     ix.close()

@@ -215,7 +215,8 @@ class FilesSettings:
     Bounds: 1 to 2_147_483_648."""
     skip_generated: bool = True
     """Skip what tools write: dependency lock files (``package-lock.json``, ``Cargo.lock``,
-    ``go.sum``, ``poetry.lock`` and the like, by name; counted as ``lockfile``), source maps
+    ``go.sum``, ``poetry.lock`` and the like, by name; counted as ``lockfile``), Git LFS
+    pointers (what git holds of a file stored in LFS; ``lfs_pointer``), source maps
     (``*.map``; ``source_map``), minified JavaScript and CSS (``*.min.js``, or most of the
     file in lines over 500 characters; ``minified``) and compiled JavaScript, CSS and
     ``.d.ts`` whose last line names their source map (``//# sourceMappingURL=``;

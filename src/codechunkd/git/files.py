@@ -40,6 +40,14 @@ _SOURCE_MAP = re.compile(rb'\s*\{\s*"version"\s*:\s*3\b')
 #: The last line a compiler or bundler writes after JavaScript or CSS made from other
 #: sources (the source map spec's comment): ``//# sourceMappingURL=x.js.map``.
 _COMPILED = re.compile(rb"\s*(?://|/\*)[#@] sourceMappingURL=")
+#: A Git LFS pointer: what git holds of a file kept in LFS storage (its spec: under 1024
+#: bytes, a first line naming the spec, then ``oid sha256:`` and ``size``; ``hawser`` is the
+#: spec's first name). The file's content is elsewhere; the pointer says nothing.
+_LFS_POINTER = re.compile(
+    rb"version https://(?:git-lfs|hawser)\.github\.com/spec/v1\n(?:[a-z0-9.-]+ [^\n]*\n)*?"
+    rb"oid sha256:[0-9a-f]{64}\n"
+)
+LFS_POINTER_MAX = 1024
 
 
 #: Dependency lock files, by name: what a package manager writes about the versions it
@@ -74,9 +82,9 @@ LOCK_FILES = frozenset(
         ".terraform.lock.hcl",
     }
 )
-GENERATED_RULES = 2
-"""Bumped when ``generated`` decides differently (2: lock files): part of the index's
-fingerprint, so an index made under the old rules is re-planned once."""
+GENERATED_RULES = 3
+"""Bumped when ``generated`` decides differently (2: lock files, 3: LFS pointers): part of
+the index's fingerprint, so an index made under the old rules is re-planned once."""
 
 
 def is_lock_file(path: str) -> bool:
@@ -86,8 +94,8 @@ def is_lock_file(path: str) -> bool:
 
 
 def generated(path: str, data: bytes) -> str | None:
-    """``lockfile``, ``source_map``, ``minified`` or ``compiled`` for what tools write, else
-    None.
+    """``lockfile``, ``lfs_pointer``, ``source_map``, ``minified`` or ``compiled`` for what
+    tools write, else None.
 
     A lock file (``LOCK_FILES``) is hundreds of chunks of package names, versions and
     hashes: axios's own ``package-lock.json`` (837 KB) makes 475 chunks beside the 290 of
@@ -99,9 +107,15 @@ def generated(path: str, data: bytes) -> str | None:
     (their last line names their source map) repeat their sources. Committed ``dist/``
     folders hold all three: a package's questions, asked of the package as published
     (``bench/questions.py``'s judgements), ranked its own files far lower beside them.
+
+    A Git LFS pointer stands in the repository for a file kept elsewhere (an image, a
+    model, a data set: whatever its name): three lines of hash and size, alike in every
+    pointer, so that a repository of LFS images indexed each as one chunk of text.
     """
     if is_lock_file(path):
         return "lockfile"
+    if len(data) < LFS_POINTER_MAX and _LFS_POINTER.match(data):
+        return "lfs_pointer"
     name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(".map") and _SOURCE_MAP.match(data):
         return "source_map"
