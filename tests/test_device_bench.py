@@ -42,6 +42,7 @@ def _pack(tmp: Path) -> tuple[Path, Path]:
 def _stage(carried: Path, parts: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DEVICE_STAGE": "1", "DEVICE_DEPS_DIR": str(carried)}
     env["DEVICE_PARTS"] = str(parts)
+    env["OUT"] = str(parts.parent / "out")  # the script's own default is /tmp/devout
     return subprocess.run(
         ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60, check=False
     )
