@@ -301,7 +301,8 @@ def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
     started in the worktree outlines and reads the worktree's file when no ``repo`` is
     given (it outlined both, the main checkout's first, and read the main checkout's chunk
     at that line), one started in the main checkout its own; one started elsewhere lists
-    both."""
+    both. ``definition`` and ``references`` give the copy in the server's checkout (its
+    ``repo``, and a chunk id that reads the checkout's own code)."""
     worktree = tmp_path / "worktree"
     indexed.git("worktree", "add", "-b", "other", str(worktree))
     (worktree / "pkg" / "text.py").write_text(WORKTREE_TEXT)
@@ -324,6 +325,14 @@ def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
         assert "title.lower()" in chunk, chunk
         outline, _ = await outline_and_line_3(tmp_path)
         assert str(indexed.path) in outline and str(worktree) in outline, outline
+        for where, body in ((worktree, 'title.replace(" ", "-")'), (indexed.path, "lower()")):
+            async with stdio_session(index_dir, tmp_path / "mcp.log", cwd=where) as s:
+                [found] = ok(await call(s, "definition", name="slugify"))["definitions"]
+                assert found["repo"] == str(where), found  # the copy in the server's checkout
+                read = ok(await call(s, "read_chunks", ids=[found["id"]]))["chunks"]
+                assert body in read[0]["content"], read
+                uses = ok(await call(s, "references", name="haversine"))["uses"]  # in both
+                assert uses and {u["repo"] for u in uses} == {str(where)}, uses
 
     anyio.run(go)
 

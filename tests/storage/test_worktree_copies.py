@@ -8,6 +8,7 @@ the real model (through ``Indexer``).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -86,7 +87,8 @@ def test_answers_from_several_checkouts_name_each_file_by_its_full_path(
 ) -> None:
     """``search`` and ``refs`` whose answers come from both checkouts write each file by
     its full path (``use.py:9`` alone did not say it is the worktree's); ``defs``, whose one
-    answer is in both, keeps the path in the repository."""
+    answer is in both, keeps the path in the repository. With ``--json`` each definition
+    and use names its checkout (``repo``), as each search hit does."""
     worktree = _two_checkouts(repo, indexer, tmp_path)
     where = ("--index-dir", str(index_dir))
     hits = _cli("search", "parse_header", "--mode", "text", "-k", "20", *where)
@@ -96,3 +98,10 @@ def test_answers_from_several_checkouts_name_each_file_by_its_full_path(
     uses = _cli("refs", "parse_header", *where)
     assert any(ln.startswith(f"{worktree}/use.py:9 ") for ln in uses), uses
     assert _cli("defs", "parse_header", *where)[0].startswith("core.py:1 ")
+    used = json.loads("\n".join(_cli("refs", "parse_header", "--json", *where)))
+    calls = {u["line"]: u["repo"] for u in used if u["kind"] == "call"}
+    assert calls[9] == str(worktree), used  # the worktree's own; line 5 is in both
+    assert calls.keys() == {5, 9} and calls[5] in {str(repo.path), str(worktree)}, used
+    [defined] = json.loads("\n".join(_cli("defs", "parse_header", "--json", *where)))
+    assert defined["repo"] in {str(repo.path), str(worktree)}, defined
+    assert defined["source"] in {u["source"] for u in used}, (defined, used)

@@ -12,12 +12,19 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import codechunkd.cli.common as common
 from codechunkd.display import printable
-from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH, definition_dicts, reference_dicts
+from codechunkd.storage.refviews import (
+    MAX_BUDGET,
+    MAX_DEPTH,
+    definition_dicts,
+    reference_dicts,
+    source_roots,
+    working_checkout,
+)
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -58,11 +65,12 @@ def cmd_defs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
     index = open_index(settings=common.settings(args))
-    defs = index.definitions(args.name, repo=args.repo)
-    where = _located(index, defs)
+    roots = source_roots(index)
+    defs = index.definitions(args.name, repo=args.repo, prefer=working_checkout(roots))
+    where = _located(roots, defs)
     _print(
         args,
-        definition_dicts(defs),
+        definition_dicts(defs, roots),
         [f"{where(d)}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
     )
     if not defs:
@@ -87,15 +95,16 @@ def cmd_refs(args: argparse.Namespace) -> int:
     index = open_index(settings=common.settings(args))
     if args.depth != 1:
         return _impact(args, index)
+    roots = source_roots(index)
     if args.callees:
         uses = index.callees(args.name, repo=args.repo)
     else:
-        uses = index.refs.references(
-            args.name, repo=args.repo, kinds=["call"] if args.calls else None
-        )
-    where = _located(index, uses)
+        kinds = ["call"] if args.calls else None
+        prefer = working_checkout(roots)
+        uses = index.refs.references(args.name, repo=args.repo, kinds=kinds, prefer=prefer)
+    where = _located(roots, uses)
     lines = [_use_line(u, where, target=args.callees) for u in uses]
-    _print(args, reference_dicts(uses), lines)
+    _print(args, reference_dicts(uses, roots), lines)
     if not uses:  # a name the index does not define (a typo) is said so
         defined = index.definitions(args.name, repo=args.repo)
         _none(args, "definition" if not defined else "callees" if args.callees else "uses")
@@ -111,10 +120,13 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
         raise ConfigError(f"--depth must be 1 to {MAX_DEPTH}, got {args.depth}", key="depth")
     if args.callees:
         raise ConfigError("--depth follows callers: it goes with --calls, not --callees")
-    found = index.refs.impact(args.name, depth=args.depth, repo=args.repo)
-    dicts = reference_dicts([u for _, u in found])
+    roots = source_roots(index)
+    found = index.refs.impact(
+        args.name, depth=args.depth, repo=args.repo, prefer=working_checkout(roots)
+    )
+    dicts = reference_dicts([u for _, u in found], roots)
     value = [{"depth": level, **d} for (level, _), d in zip(found, dicts, strict=True)]
-    where = _located(index, [u for _, u in found])
+    where = _located(roots, [u for _, u in found])
     lines = ["  " * (level - 1) + _use_line(u, where, target=True) for level, u in found]
     _print(args, value, lines)
     if not found:
@@ -123,12 +135,11 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
     return 0
 
 
-def _located(index: Any, answers: Sequence[Any]) -> Callable[[Any], str]:
+def _located(roots: Mapping[str, str], answers: Sequence[Any]) -> Callable[[Any], str]:
     """How an answer's file is written: its path in its repository, or, when the answers
     come from several indexed repositories, the file's full path (which one it is)."""
     if len({a.source for a in answers}) < 2:
         return lambda a: str(a.path)
-    roots = {s.source.id: s.source.repo for s in index.sources()}
     return lambda a: os.path.join(roots.get(a.source, ""), a.path)
 
 

@@ -21,6 +21,7 @@ from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.storage.layout import IndexPaths
+from codechunkd.storage.refviews import containing
 from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
 
 log = logs.get_logger("codechunkd.mcp")
@@ -211,7 +212,7 @@ class Backend:
         rel, root = self.locate(path, repo)
         rows = self.index().file(rel, repo=root)
         if root is None and len({r.repo for r in rows}) > 1:
-            here = _containing(os.getcwd(), {r.repo for r in rows})
+            here = containing(os.getcwd(), {r.repo for r in rows})
             rows = [r for r in rows if r.repo == here] if here else rows
         if not rows:
             roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
@@ -262,9 +263,13 @@ class Backend:
 
     def definitions(self, name: str, repo: str | None) -> list[dict[str, Any]]:
         """Where ``name`` is defined, as ``codechunkd defs --json`` prints it."""
-        from codechunkd.storage.refviews import definition_dicts
+        from codechunkd.storage.refviews import definition_dicts, source_roots, working_checkout
 
-        return definition_dicts(self.index().definitions(name, repo=self.indexed_root(repo)))
+        index = self.index()
+        roots = source_roots(index)
+        prefer = working_checkout(roots)
+        defs = index.definitions(name, repo=self.indexed_root(repo), prefer=prefer)
+        return definition_dicts(defs, roots)
 
     def uses(
         self,
@@ -280,20 +285,22 @@ class Backend:
         callers' callers too, each with its ``depth``), or with ``callees`` what its
         definition calls: the first ``limit`` as ``codechunkd refs --json`` prints them, and
         how many there are."""
-        from codechunkd.storage.refviews import reference_dicts
+        from codechunkd.storage.refviews import reference_dicts, source_roots, working_checkout
 
         repo = self.indexed_root(repo)
         index = self.index()
+        roots = source_roots(index)
+        prefer = working_checkout(roots)
         if depth > 1:
-            deep = index.refs.impact(name, depth=depth, repo=repo)
-            dicts = reference_dicts([u for _, u in deep[:limit]])
+            deep = index.refs.impact(name, depth=depth, repo=repo, prefer=prefer)
+            dicts = reference_dicts([u for _, u in deep[:limit]], roots)
             return [{"depth": lv, **d} for (lv, _), d in zip(deep, dicts, strict=False)], len(deep)
         if callees:
             found = index.callees(name, repo=repo)
         else:
             kinds = ["call"] if calls_only else None
-            found = index.refs.references(name, repo=repo, kinds=kinds)
-        return reference_dicts(found[:limit]), len(found)
+            found = index.refs.references(name, repo=repo, kinds=kinds, prefer=prefer)
+        return reference_dicts(found[:limit], roots), len(found)
 
     def repo_map(
         self, path: str, budget: int, repo: str | None
@@ -326,9 +333,3 @@ class Backend:
         from codechunkd.daemon.offline import stopped_status
 
         return stopped_status(self.paths), "index"
-
-
-def _containing(path: str, roots: set[str]) -> str | None:
-    """The deepest of ``roots`` that ``path`` is in (or is), or None."""
-    inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
-    return max(inside, key=len, default=None)

@@ -209,13 +209,19 @@ class Index:
 
     # -- the reference graph (storage/refquery.py) -----------------------------
 
-    def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
-        """Definitions of ``name`` (bare, or qualified: ``Session.request``)."""
-        return self.refs.definitions(name, repo=repo)
+    def definitions(
+        self, name: str, *, repo: str | None = None, prefer: str | None = None
+    ) -> list[Definition]:
+        """Definitions of ``name`` (bare, or qualified: ``Session.request``); of one indexed
+        in several checkouts, the copy in the repository ``prefer`` when it has one."""
+        return self.refs.definitions(name, repo=repo, prefer=prefer)
 
-    def references(self, symbol: str, *, repo: str | None = None) -> list[Use]:
-        """Uses of ``symbol``, each with the definition it resolved to and how."""
-        return self.refs.references(symbol, repo=repo)
+    def references(
+        self, symbol: str, *, repo: str | None = None, prefer: str | None = None
+    ) -> list[Use]:
+        """Uses of ``symbol``, each with the definition it resolved to and how (``prefer``
+        as ``definitions``'s)."""
+        return self.refs.references(symbol, repo=repo, prefer=prefer)
 
     def callers(self, symbol: str, *, repo: str | None = None) -> list[Caller]:
         """The chunks that call ``symbol``."""

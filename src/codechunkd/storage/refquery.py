@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -36,6 +36,8 @@ MAX_IMPACT = 2000
 be the whole repository."""
 HIT_CALLERS = 5
 """Callers a search hit lists with ``--context``."""
+
+_A = TypeVar("_A")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +146,31 @@ class ReferenceQueries:
             return None
         return {s.source.id for s in self.store.states() if s.source.repo == repo}
 
-    def definitions(self, name: str, *, repo: str | None = None) -> list[Definition]:
+    def _once(
+        self,
+        items: Sequence[_A],
+        key: Callable[[_A], Hashable],
+        prefer: str | None,
+        source: Callable[[_A], str] = lambda x: x.source,  # type: ignore[attr-defined]
+    ) -> list[_A]:
+        """``items`` in order, each ``key`` once: of an answer's copies in several checkouts,
+        the one in ``prefer`` (a repository root: the checkout the asker works in, whose
+        chunk ids ``read_chunks`` should be given) if it has one, else the first."""
+        mine = self._sources(prefer)
+        if not mine:
+            return once(items, key)
+        first = sorted(range(len(items)), key=lambda i: source(items[i]) not in mine)
+        kept = once(first, lambda i: key(items[i]))
+        return [items[i] for i in sorted(kept)]
+
+    def definitions(
+        self, name: str, *, repo: str | None = None, prefer: str | None = None
+    ) -> list[Definition]:
         """By file and line, but of a symbol a file defines more than once its last
         definition first: Python's and TypeScript's overload stubs come before the
-        implementation, which an agent asking where ``Field`` is defined wants to read."""
+        implementation, which an agent asking where ``Field`` is defined wants to read.
+        A definition indexed in several checkouts is one answer, ``prefer``'s copy (see
+        ``_once``)."""
         found = self._named(name).definitions(name, self._sources(repo))
         if not found and name != short_name(name):
             # ``Child.fetch`` that ``Child`` inherits: the skeleton has every class and base
@@ -155,7 +178,7 @@ class ReferenceQueries:
             if snap is not None:
                 found = self._kept(snap)[0].definitions(name, self._sources(repo))
         last = {(d.path, d.symbol): d.line for d in found}
-        found = once(found, _definition_key)  # a worktree's copy of the same line: once
+        found = self._once(found, _definition_key, prefer)  # a worktree's copy: once
         return sorted(found, key=lambda d: (d.path, d.line != last[d.path, d.symbol], d.line))
 
     def _named(self, name: str) -> RefGraph:
@@ -173,11 +196,17 @@ class ReferenceQueries:
         return RefGraph(snap.version, pylists(snap.scan(COLUMNS, where)))
 
     def references(
-        self, symbol: str, *, repo: str | None = None, kinds: Sequence[str] | None = None
+        self,
+        symbol: str,
+        *,
+        repo: str | None = None,
+        kinds: Sequence[str] | None = None,
+        prefer: str | None = None,
     ) -> list[Use]:
         """Every use that resolves to a definition of ``symbol``, best resolutions first;
-        the same use in several sources (a repository and its worktree, two clones) once."""
-        return once(self._uses(symbol, repo, kinds), _use_key)
+        the same use in several sources (a repository and its worktree, two clones) once,
+        ``prefer``'s copy (see ``_once``)."""
+        return self._once(self._uses(symbol, repo, kinds), _use_key, prefer)
 
     def _uses(self, symbol: str, repo: str | None, kinds: Sequence[str] | None) -> list[Use]:
         g = self._about([symbol])
@@ -229,12 +258,19 @@ class ReferenceQueries:
         return out
 
     def impact(
-        self, symbol: str, *, depth: int, repo: str | None = None, limit: int = MAX_IMPACT
+        self,
+        symbol: str,
+        *,
+        depth: int,
+        repo: str | None = None,
+        limit: int = MAX_IMPACT,
+        prefer: str | None = None,
     ) -> list[tuple[int, Use]]:
         """The calls of ``symbol`` (level 1), the calls of the definitions that make them
         (level 2), and so on ``depth`` levels up: what a change to ``symbol`` can reach.
         Each calling definition is followed once (a cycle ends there; code at module level
-        is called by nothing); nearest levels first, at most ``limit`` calls."""
+        is called by nothing); nearest levels first, at most ``limit`` calls; a call in
+        several checkouts once, ``prefer``'s copy (see ``_once``)."""
         sources = self._sources(repo)
         g = self._about([symbol])
         frontier = g.definitions(symbol, sources)
@@ -256,7 +292,7 @@ class ReferenceQueries:
                     defs = g.definitions(u.chunk_symbol, sources)
                     nxt += [d for d in defs if d.path == u.path]  # (a split one: any part)
             frontier = nxt
-        return once(out, lambda lu: (lu[0], _use_key(lu[1])))
+        return self._once(out, lambda lu: (lu[0], _use_key(lu[1])), prefer, lambda lu: lu[1].source)
 
     def values_in(self, path: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         """The constants, variables and fields each of ``chunk_ids`` (chunks of ``path``)

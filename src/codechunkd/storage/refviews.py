@@ -3,10 +3,20 @@ prints and the MCP ``definition``/``references``/``repo_map`` tools return, the 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection, Mapping
 from dataclasses import asdict
 from typing import Any
 
-__all__ = ["MAX_BUDGET", "MAX_DEPTH", "definition_dicts", "reference_dicts"]
+__all__ = [
+    "MAX_BUDGET",
+    "MAX_DEPTH",
+    "containing",
+    "definition_dicts",
+    "reference_dicts",
+    "source_roots",
+    "working_checkout",
+]
 
 MAX_BUDGET = 100_000
 """The largest repository map asked for, in tokens."""
@@ -15,13 +25,39 @@ MAX_DEPTH = 5
 ``depth``): five levels of a name every file calls are the whole repository already."""
 
 
-def definition_dicts(defs: list[Any]) -> list[dict[str, Any]]:
-    return [
-        {"id": d.chunk_id, **{k: v for k, v in asdict(d).items() if k != "chunk_id"}} for d in defs
-    ]
+def source_roots(index: Any) -> dict[str, str]:
+    """Each indexed source's id -> its repository's root: which checkout an answer is in
+    (``repo`` in the dictionaries below; a repository and its worktree hold the same paths)."""
+    return {s.source.id: s.source.repo for s in index.sources()}
 
 
-def reference_dicts(uses: list[Any]) -> list[dict[str, Any]]:
+def containing(path: str, roots: Collection[str]) -> str | None:
+    """The deepest of ``roots`` that ``path`` is in (or is), or None."""
+    inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
+    return max(inside, key=len, default=None)
+
+
+def working_checkout(roots: Mapping[str, str]) -> str | None:
+    """The indexed repository the current directory is in (of a repository and its
+    worktree, the one the asker works in), or None: whose copy of an answer indexed in
+    both to give (``Index.definitions``'s ``prefer``)."""
+    return containing(os.getcwd(), set(roots.values()))
+
+
+def definition_dicts(defs: list[Any], roots: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each definition: its chunk ``id``, ``source``, ``repo`` (the root of the checkout it
+    is in, from ``roots``), ``path``, ``language``, ``symbol`` and ``line``."""
+    out = []
+    for d in defs:
+        fields = {k: v for k, v in asdict(d).items() if k != "chunk_id"}
+        out.append({"id": d.chunk_id, "source": d.source, "repo": roots.get(d.source), **fields})
+    return out
+
+
+def reference_dicts(uses: list[Any], roots: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each use: its chunk's ``id`` and ``symbol``, ``source`` and ``repo`` (as a
+    definition's), ``path``, ``line``, ``kind``, ``name``, ``qualifier``, how it was
+    ``resolved`` and the ``target`` definition it means."""
     out = []
     for u in uses:
         t = u.target
@@ -29,6 +65,8 @@ def reference_dicts(uses: list[Any]) -> list[dict[str, Any]]:
             {
                 "id": u.chunk_id,
                 "symbol": u.chunk_symbol,
+                "source": u.source,
+                "repo": roots.get(u.source),
                 "path": u.path,
                 "line": u.line,
                 "kind": u.kind,
