@@ -12,7 +12,10 @@ socket owned by this script, as systemd would.  Printed:
 - time to ready (every source fresh: the first index done, every chunk with its vector);
 - chunks, embedded, and chunks/s of the first index;
 - the ETA status gave during the fill against the time that was actually left, from 10%
-  of the embedding work on (``--timeout`` cuts a long run: coverage is printed instead).
+  of the embedding work on (``--timeout`` cuts a long run: coverage is printed instead);
+- memory: the daemon's peak RSS (the kernel's ``VmHWM``) when every file is text-searchable
+  and at the end, and the highest RSS sampled of the daemon with its worker processes
+  (the chunking pool), every half second (Linux; ``/proc``).
 
 No assertion: figures to compare across changes.  The model export and thread
 calibration are included when the ONNX directory is empty (``--fresh-model``).
@@ -61,6 +64,30 @@ def make_repo(root: Path, files: int) -> int:
     return len(found)
 
 
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's ``VmRSS`` (or ``VmHWM``, its peak) in MiB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tree_rss_mib(pid: int) -> float:
+    """The RSS of ``pid`` and its children (one level: the daemon's worker processes)."""
+    total = rss_mib(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # the parent's pid, after the state
+            total += rss_mib(int(stat.parent.name))
+    return total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
@@ -95,6 +122,7 @@ def main() -> None:
         etas: list[tuple[float, float, float]] = []  # (time, ETA, share of the fill done)
         partial: Any = None
         useful: Any = None
+        peak_tree = hwm_text = hwm_end = 0.0
         doc: dict[str, Any] = {}
         try:
             while time.monotonic() - t0 < args.timeout and done_at is None:
@@ -122,12 +150,14 @@ def main() -> None:
                     continue
                 src = (doc.get("sources") or [{}])[0]
                 now = time.monotonic() - t0
+                peak_tree = max(peak_tree, tree_rss_mib(proc.pid))
+                hwm_end = rss_mib(proc.pid, "VmHWM")
                 p = src.get("progress") or {}
                 if text_at is None and (
                     p.get("activity", "indexing") not in ("indexing", "writing text")
                     or src.get("fresh")
                 ):
-                    text_at = now
+                    text_at, hwm_text = now, hwm_end
                 if p.get("activity") == "filling vectors" and p.get("eta_s") is not None:
                     share = p.get("fill_embedded", 0) / max(1, p.get("fill_texts", 0))
                     etas.append((now, float(p["eta_s"]), share))
@@ -150,6 +180,10 @@ def main() -> None:
         print(f"ready (every vector):   {done_at:.1f} s" if done_at else "ready: not reached")
         print(
             f"coverage at the end:    text {src.get('text_chunks')} · vectors {src.get('vector_chunks')}"
+        )
+        print(
+            f"daemon peak RSS (VmHWM): {hwm_text:.0f} MiB when text-searchable, {hwm_end:.0f} MiB "
+            f"at the end; with its workers, highest sampled: {peak_tree:.0f} MiB"
         )
         eta_report(etas, done_at)
         if done_at and ready_at:
