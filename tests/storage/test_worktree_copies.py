@@ -76,8 +76,10 @@ def test_a_repository_and_its_worktree_answer_each_chunk_and_use_once(
     assert [(sig, line) for _, sig, line in core.definitions] == [("def parse_header(line)", 1)]
 
 
-def _cli(*argv: str) -> list[str]:
-    done = subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
+def _cli(*argv: str, cwd: Path | None = None) -> list[str]:
+    done = subprocess.run(
+        [EXE, *argv], capture_output=True, text=True, timeout=scaled(120), cwd=cwd
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -88,7 +90,8 @@ def test_answers_from_several_checkouts_name_each_file_by_its_full_path(
     """``search`` and ``refs`` whose answers come from both checkouts write each file by
     its full path (``use.py:9`` alone did not say it is the worktree's); ``defs``, whose one
     answer is in both, keeps the path in the repository. With ``--json`` each definition
-    and use names its checkout (``repo``), as each search hit does."""
+    and use names its checkout (``repo``), as each search hit does; run in one of the
+    checkouts, an answer in both is that checkout's copy."""
     worktree = _two_checkouts(repo, indexer, tmp_path)
     where = ("--index-dir", str(index_dir))
     hits = _cli("search", "parse_header", "--mode", "text", "-k", "20", *where)
@@ -105,3 +108,9 @@ def test_answers_from_several_checkouts_name_each_file_by_its_full_path(
     [defined] = json.loads("\n".join(_cli("defs", "parse_header", "--json", *where)))
     assert defined["repo"] in {str(repo.path), str(worktree)}, defined
     assert defined["source"] in {u["source"] for u in used}, (defined, used)
+    for here in (worktree, repo.path):  # run in a checkout: its own copy of each answer
+        [defined] = json.loads("\n".join(_cli("defs", "parse_header", "--json", *where, cwd=here)))
+        assert defined["repo"] == str(here), defined
+        used = json.loads("\n".join(_cli("refs", "parse_header", "--json", *where, cwd=here)))
+        line_5 = [u for u in used if u["line"] == 5]
+        assert [u["repo"] for u in line_5] == [str(here)], used
