@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from codechunkd import heap, logs
+from codechunkd import logs
 from codechunkd.daemon.debounce import Level, Pending, Task, Work
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
 from codechunkd.daemon.sources import apply_reload
@@ -177,7 +177,6 @@ def run_task(service: Daemon, task: Task) -> None:
             error = exc
             log.error("compact_failed", error=str(exc))
         service.upkeep.record("compact", error)
-        heap.release_freed_memory()  # a compaction's rewrite comes and goes: return its pages
     elif task is Task.WARMUP:
         assert service.embedder is not None
         try:

@@ -20,7 +20,6 @@ from typing import Any
 from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import ChangeSet, FileVersion, GitSource
-from codechunkd.heap import release_freed_memory
 from codechunkd.pipeline.progress import _Meter
 from codechunkd.pipeline.reading import BatchReader
 from codechunkd.pipeline.report import SyncReport
@@ -126,5 +125,4 @@ class BatchWriter:
             )
             meter.report(done)
             del ready, read
-            upkeep(self.store, self.settings)
-            release_freed_memory()  # batches come and go: return their pages
+            upkeep(self.store, self.settings)  # and return the batch's freed pages

@@ -27,7 +27,6 @@ import numpy.typing as npt
 from codechunkd import logs
 from codechunkd.embedding.base import texts_per_call
 from codechunkd.embedding.embedder import Embedder
-from codechunkd.heap import release_freed_memory
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.coverage import fill_vectors, vectorless
 from codechunkd.storage.crashpoints import crashpoint
@@ -222,5 +221,4 @@ class VectorFill:
         report.set_rows += len(ids)
         pending.clear()
         report.commits += 1
-        self.upkeep()  # the rewritten rows join the full-text index at once
-        release_freed_memory()  # a commit's rewrite comes and goes: return its pages
+        self.upkeep()  # the rewritten rows join the full-text index; freed pages returned

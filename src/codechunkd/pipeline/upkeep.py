@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from codechunkd import logs
 from codechunkd.config.settings import Settings
+from codechunkd.heap import release_freed_memory
 from codechunkd.storage.coverage import coverage
 from codechunkd.storage.store import IndexStore
 
@@ -45,7 +46,19 @@ def upkeep(store: IndexStore, settings: Settings, *, force: bool = False) -> boo
     the new rows at once (``IndexStore.index_text``, costing about what was written):
     rows it does not cover are scanned by every text query, which then runs several
     times slower (docs/operations.md). Returns whether it folded.
+
+    Every write comes here after it commits (a batch of files, a fill's vectors, the
+    daemon's compaction): the heap's freed pages are returned at the end, or glibc keeps
+    what the write and the upkeep freed and the writer's RSS ratchets up (docs/operations.md,
+    Measured).
     """
+    try:
+        return _upkeep(store, settings, force=force)
+    finally:
+        release_freed_memory()
+
+
+def _upkeep(store: IndexStore, settings: Settings, *, force: bool) -> bool:
     store.ensure_fts()
     store.ensure_reference_indexes()
     build_vector_index_if_due(store, settings)
