@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import codechunkd.cli.common as common
@@ -21,6 +20,7 @@ from codechunkd.storage.refviews import (
     MAX_BUDGET,
     MAX_DEPTH,
     definition_dicts,
+    located,
     reference_dicts,
     source_roots,
     working_checkout,
@@ -67,12 +67,9 @@ def cmd_defs(args: argparse.Namespace) -> int:
     index = open_index(settings=common.settings(args))
     roots = source_roots(index)
     defs = index.definitions(args.name, repo=args.repo, prefer=working_checkout(roots))
-    where = _located(roots, defs)
-    _print(
-        args,
-        definition_dicts(defs, roots),
-        [f"{where(d)}:{d.line}  {d.symbol}  [{d.chunk_id}]" for d in defs],
-    )
+    dicts = definition_dicts(defs, roots)
+    where = located(dicts)
+    _print(args, dicts, [f"{where(d)}:{d['line']}  {d['symbol']}  [{d['id']}]" for d in dicts])
     if not defs:
         _none(args, "definition")
     return 0 if defs else 1
@@ -102,9 +99,10 @@ def cmd_refs(args: argparse.Namespace) -> int:
         kinds = ["call"] if args.calls else None
         prefer = working_checkout(roots)
         uses = index.refs.references(args.name, repo=args.repo, kinds=kinds, prefer=prefer)
-    where = _located(roots, uses)
-    lines = [_use_line(u, where, target=args.callees) for u in uses]
-    _print(args, reference_dicts(uses, roots), lines)
+    dicts = reference_dicts(uses, roots)
+    where = located(dicts)
+    lines = [_use_line(u, where(d), target=args.callees) for u, d in zip(uses, dicts, strict=True)]
+    _print(args, dicts, lines)
     if not uses:  # a name the index does not define (a typo) is said so
         defined = index.definitions(args.name, repo=args.repo)
         _none(args, "definition" if not defined else "callees" if args.callees else "uses")
@@ -126,8 +124,11 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
     )
     dicts = reference_dicts([u for _, u in found], roots)
     value = [{"depth": level, **d} for (level, _), d in zip(found, dicts, strict=True)]
-    where = _located(roots, [u for _, u in found])
-    lines = ["  " * (level - 1) + _use_line(u, where, target=True) for level, u in found]
+    where = located(dicts)
+    lines = [
+        "  " * (level - 1) + _use_line(u, where(d), target=True)
+        for (level, u), d in zip(found, dicts, strict=True)
+    ]
     _print(args, value, lines)
     if not found:
         defined = index.definitions(args.name, repo=args.repo)
@@ -135,21 +136,13 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
     return 0
 
 
-def _located(roots: Mapping[str, str], answers: Sequence[Any]) -> Callable[[Any], str]:
-    """How an answer's file is written: its path in its repository, or, when the answers
-    come from several indexed repositories, the file's full path (which one it is)."""
-    if len({a.source for a in answers}) < 2:
-        return lambda a: str(a.path)
-    return lambda a: os.path.join(roots.get(a.source, ""), a.path)
-
-
-def _use_line(u: Any, where: Callable[[Any], str], *, target: bool) -> str:
+def _use_line(u: Any, where: str, *, target: bool) -> str:
     """``requests/api.py:70  call    sessions.Session  in request  [imported]``."""
     qual = f"{u.qualifier}." if u.qualifier and u.kind != "import" else ""
     to = f" -> {u.target.symbol}" if target and u.target else ""
     caller = u.chunk_symbol or "(module)"
     how = f"[{u.how or 'unresolved'}{to}]"
-    return f"{where(u)}:{u.line}  {u.kind:<7} {qual}{u.name}  in {caller}  {how}"
+    return f"{where}:{u.line}  {u.kind:<7} {qual}{u.name}  in {caller}  {how}"
 
 
 def cmd_map(args: argparse.Namespace) -> int:

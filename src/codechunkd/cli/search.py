@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -197,6 +196,7 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
     escape sequence can neither forge a hit line nor drive the terminal."""
     from codechunkd.chunking.snippet import dedent
     from codechunkd.display import called_by, printable
+    from codechunkd.storage.refviews import located
 
     if not hits:
         print("no results")
@@ -211,11 +211,10 @@ def _print_hits(hits: Sequence[dict[str, Any]], query: str) -> None:
             f"\033[1m{t}\033[0m" if t.lower().strip("(),:") in words else t for t in line.split(" ")
         )
 
-    several = len({h.get("repo") for h in hits}) > 1  # each file by its full path, then
+    path = located(hits)  # each file by its full path when the hits span repositories
     for h in hits:
         flag = "  [stale]" if h.get("stale") else ""
-        path = os.path.join(h["repo"], h["path"]) if several else h["path"]
-        where = f"{printable(path)}:{h['start_line']}-{h['end_line']}"
+        where = f"{printable(path(h))}:{h['start_line']}-{h['end_line']}"
         print(f"{where}  {printable(h['symbol'] or '-')}  {h['score']:.4f}{flag}")
         for ctx in h.get("context") or ():
             print(f"    in: {printable((ctx.splitlines() or [''])[0][:110], keep_tab=True)}")

@@ -9,7 +9,6 @@ They must not reach the daemon, nor the index tools' rendering (render.py).
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -19,7 +18,7 @@ from pydantic import Field
 
 from codechunkd.display import printable
 from codechunkd.mcp_server.backend import Answers
-from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH
+from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH, located
 
 __all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
 
@@ -30,14 +29,6 @@ MAX_USES = 500
 
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
-
-
-def _located(answers: list[dict[str, Any]]) -> Callable[[dict[str, Any]], str]:
-    """An answer's file as the text writes it: its path, or its full path when the answers
-    come from several indexed repositories (a repository and its worktree)."""
-    if len({a["source"] for a in answers}) < 2:
-        return lambda a: printable(a["path"])
-    return lambda a: printable(posixpath.join(a["repo"] or "", a["path"]))
 
 
 def _name(name: str) -> str:
@@ -71,8 +62,11 @@ def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
         Returns each definition's path, line, qualified symbol and chunk id.
         """
         defs = backend.definitions(_name(name), repo)
-        where = _located(defs)
-        lines = [f"{where(d)}:{d['line']}  {printable(d['symbol'])}  (id {d['id']})" for d in defs]
+        where = located(defs)
+        lines = [
+            f"{printable(where(d))}:{d['line']}  {printable(d['symbol'])}  (id {d['id']})"
+            for d in defs
+        ]
         return _result(
             "\n".join(lines) or f"no definition of {printable(name)}",
             {"via": "index", "definitions": defs},
@@ -115,11 +109,11 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
         shown, total = backend.uses(
             _name(name), repo, calls_only=calls_only, callees=callees, limit=MAX_USES, depth=depth
         )
-        where = _located(shown)
+        where = located(shown)
         lines = [
             "  "
             * (u.get("depth", 1) - 1)
-            + f"{where(u)}:{u['line']}  {u['kind']}  {printable(u['name'])}  in "
+            + f"{printable(where(u))}:{u['line']}  {u['kind']}  {printable(u['name'])}  in "
             f"{printable(u['symbol'] or '(module)')}  [{u['resolved'] or 'unresolved'}]"
             + (
                 f" -> {printable(u['target']['symbol'])}"

@@ -4,7 +4,7 @@ prints and the MCP ``definition``/``references``/``repo_map`` tools return, the 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -13,6 +13,7 @@ __all__ = [
     "MAX_DEPTH",
     "containing",
     "definition_dicts",
+    "located",
     "reference_dicts",
     "source_roots",
     "working_checkout",
@@ -35,6 +36,15 @@ def containing(path: str, roots: Collection[str]) -> str | None:
     """The deepest of ``roots`` that ``path`` is in (or is), or None."""
     inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
+
+
+def located(answers: Sequence[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
+    """How an answer's file is written (``path``, ``repo``: a search hit's, a definition's or
+    a use's dictionary): its path in its repository, or, when the answers come from several
+    indexed repositories, the file's full path (which one it is). Not made printable."""
+    if len({a.get("repo") for a in answers}) < 2:
+        return lambda a: str(a["path"])
+    return lambda a: os.path.join(a.get("repo") or "", a["path"])
 
 
 def working_checkout(roots: Mapping[str, str]) -> str | None:
