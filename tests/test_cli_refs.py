@@ -16,8 +16,10 @@ from tests.conftest import Indexer, Repo, scaled
 EXE = str(Path(sys.executable).parent / "codechunkd")
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=scaled(120))
+def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXE, *argv], capture_output=True, text=True, timeout=scaled(120), cwd=cwd
+    )
 
 
 def _calls(name: str, where: tuple[str, str]) -> list[tuple[str, str, str]]:
@@ -105,6 +107,59 @@ def test_the_map_shows_a_files_signatures_in_file_order(
     assert [x["signature"] for x in core["definitions"]] == ["def second(x)", "def first(x)"]
     text = _run("map", *where).stdout
     assert "lib/core.py:\n      1  def first(x)\n      5  def second(x)\n" in text, text
+
+
+def test_folders_and_repositories_are_read_from_where_you_stand(
+    repo: Repo,
+    settings: Settings,
+    index_dir: Path,
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
+    """Two repositories in one index, commands run in a subfolder of one: ``map .`` maps that
+    folder and ``map sub`` one below it (as git reads a pathspec); ``map`` and ``map --repo .``
+    the repository you are in; ``defs``/``search --repo .`` answer from it alone; a folder
+    with nothing indexed says so (exit 1); an absolute folder or a ``--repo`` in no indexed
+    repository is an error naming the indexed ones (exit 2)."""
+    parse = "from lib.core import parse\n\n\ndef {}():\n    return parse(1)\n"
+    repo.write("lib/core.py", "def parse(x):\n    return x\n")
+    repo.write("lib/sub/deep.py", parse.format("deep"))
+    repo.write("app.py", parse.format("main"))
+    repo.commit("init")
+    other = Repo(tmp_path / "other")
+    other.write("src/core.py", "def parse(y):\n    return -y\n")
+    other.write("src/use.py", "from src.core import parse\n\n\ndef use():\n    return parse(2)\n")
+    other.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.sync(other.path)
+    ix.close()
+    where = ("--index-dir", str(index_dir))
+    lib = repo.path / "lib"
+
+    def mapped(*argv: str) -> set[str]:
+        done = _run("map", *argv, *where, "--json", cwd=lib)
+        assert done.returncode == 0, done.stderr
+        return {e["path"] for e in json.loads(done.stdout)}
+
+    assert mapped(".") == {"lib/core.py", "lib/sub/deep.py"}
+    assert mapped("sub") == {"lib/sub/deep.py"}
+    assert mapped() == mapped("--repo", ".") == {"lib/core.py", "lib/sub/deep.py", "app.py"}
+    assert mapped("src", "--repo", str(other.path / "src")) == {"src/core.py", "src/use.py"}
+    for command in ("defs", "search"):
+        done = _run(command, "parse", "--repo", ".", *where, "--json", cwd=lib)
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert found and {d["repo"] for d in found} == {str(repo.path)}, command
+    empty = _run("map", "nope", *where, cwd=lib)
+    assert (empty.returncode, empty.stdout) == (1, "")
+    assert f"no indexed files under lib/nope in {repo.path}" in empty.stderr
+    for argv in (("map", str(tmp_path)), ("defs", "parse", "--repo", str(tmp_path))):
+        done = _run(*argv, *where, cwd=lib)
+        assert done.returncode == 2 and "is in no indexed repository" in done.stderr, done.stderr
+        assert str(other.path) in done.stderr
+    done = _run("search", "parse", "--repo", str(tmp_path), *where, cwd=lib)
+    assert done.returncode == 2 and "is in no indexed repository" in done.stderr, done.stderr
 
 
 @pytest.mark.slow

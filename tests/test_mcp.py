@@ -284,6 +284,41 @@ def test_definition_and_references_give_ids_read_chunks_reads(
     anyio.run(go)
 
 
+def test_folders_given_as_an_agent_writes_them(
+    repo: Repo,
+    settings: Settings,
+    embedder,
+    index_dir: Path,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """``repo_map`` and ``outline`` take a path relative to the repository root, with ``./``
+    or without (a dot-folder keeps its dot), or absolute; a folder holding nothing indexed
+    says so and names the indexed repositories, and one outside them is a tool error."""
+    repo.write(".ci/check.py", "def check():\n    return run()\n\n\ndef run():\n    return 1\n")
+    repo.write("pkg/geo.py", GEO)
+    repo.commit("init")
+    ix = Indexer(settings, embedder)
+    ix.sync(repo.path)
+    ix.close()
+
+    async def go() -> None:
+        async with stdio_session(index_dir, tmp_path / "mcp.log", cwd=repo.path / "pkg") as s:
+            for folder in (".ci", "./.ci/", str(repo.path / ".ci")):
+                files = ok(await call(s, "repo_map", path=folder))["files"]
+                assert [f["path"] for f in files] == [".ci/check.py"], folder
+            outline = ok(await call(s, "outline", path="./.ci/check.py"))["chunks"]
+            assert {c["symbol"] for c in outline} >= {"check", "run"}
+            everything = ok(await call(s, "repo_map", path=str(repo.path)))["files"]
+            assert {f["path"] for f in everything} == {".ci/check.py", "pkg/geo.py"}
+            empty = await call(s, "repo_map", path="nope")
+            assert not empty.is_error and ok(empty)["files"] == []
+            assert f"no indexed files under 'nope' in {repo.path}" in text(empty), text(empty)
+            outside = await call(s, "repo_map", path=str(tmp_path))
+            assert outside.is_error and "not inside an indexed repository" in text(outside)
+
+    anyio.run(go)
+
+
 WORKTREE_TEXT = (
     'def slugify(title):\n    """Dashes for spaces."""\n    return title.replace(" ", "-")\n'
     "\n\ndef titled(s):\n    return s.title()\n"

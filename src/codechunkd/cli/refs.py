@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import codechunkd.cli.common as common
@@ -21,7 +21,9 @@ from codechunkd.storage.refviews import (
     MAX_DEPTH,
     definition_dicts,
     located,
+    map_folder,
     reference_dicts,
+    repository_of,
     source_roots,
     working_checkout,
 )
@@ -32,11 +34,11 @@ __all__ = ["COMMANDS", "add_parsers"]
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("defs", help="where a name is defined or bound (from the references table)")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
-    p.add_argument("--repo", help="only this repository (its root path)")
+    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
     common.options(p)
     p = sub.add_parser("refs", help="who uses a symbol: each use and how it was resolved")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
-    p.add_argument("--repo", help="only this repository (its root path)")
+    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
     p.add_argument("--calls", action="store_true", help="only calls (the callers)")
     p.add_argument("--callees", action="store_true", help="what the symbol calls instead")
     p.add_argument(
@@ -48,10 +50,32 @@ def add_parsers(sub: Any) -> None:
     )
     common.options(p)
     p = sub.add_parser("map", help="the files and signatures that matter most, within a budget")
-    p.add_argument("path", nargs="?", default="", help="only files under this directory")
+    p.add_argument(
+        "path", nargs="?", default="", help="only files under this folder (relative to this one)"
+    )
     p.add_argument("--budget", type=int, default=1024, help="tokens (default 1024)")
-    p.add_argument("--repo", help="this repository (default: the only one indexed)")
+    p.add_argument(
+        "--repo", help="this repository (default: the one you are in, else the only one indexed)"
+    )
     common.options(p)
+
+
+def _repo(args: argparse.Namespace, roots: Mapping[str, str]) -> str | None:
+    """``--repo``: the indexed repository the folder it names is in (``--repo .`` anywhere in
+    a checkout), or an error naming the indexed ones."""
+    if not args.repo:
+        return None
+    found = repository_of(args.repo, set(roots.values()))
+    if found is None:
+        raise _not_indexed(args.repo, roots)
+    return found
+
+
+def _not_indexed(path: str, roots: Mapping[str, str]) -> Exception:
+    from codechunkd.errors import ConfigError
+
+    indexed = ", ".join(sorted(set(roots.values()))) or "none"
+    return ConfigError(f"{path} is in no indexed repository (indexed: {indexed})", key="repo")
 
 
 def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -66,6 +90,7 @@ def cmd_defs(args: argparse.Namespace) -> int:
 
     index = open_index(settings=common.settings(args))
     roots = source_roots(index)
+    args.repo = _repo(args, roots)
     defs = index.definitions(args.name, repo=args.repo, prefer=working_checkout(roots))
     dicts = definition_dicts(defs, roots)
     where = located(dicts)
@@ -90,9 +115,10 @@ def cmd_refs(args: argparse.Namespace) -> int:
     from codechunkd.storage.reader import open_index
 
     index = open_index(settings=common.settings(args))
-    if args.depth != 1:
-        return _impact(args, index)
     roots = source_roots(index)
+    args.repo = _repo(args, roots)
+    if args.depth != 1:
+        return _impact(args, index, roots)
     if args.callees:
         uses = index.callees(args.name, repo=args.repo)
     else:
@@ -109,7 +135,7 @@ def cmd_refs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _impact(args: argparse.Namespace, index: Any) -> int:
+def _impact(args: argparse.Namespace, index: Any, roots: Mapping[str, str]) -> int:
     """``refs NAME --depth N``: the callers, their callers, … ``N`` levels up, each line
     indented by its level and saying which definition it calls."""
     from codechunkd.errors import ConfigError
@@ -118,7 +144,6 @@ def _impact(args: argparse.Namespace, index: Any) -> int:
         raise ConfigError(f"--depth must be 1 to {MAX_DEPTH}, got {args.depth}", key="depth")
     if args.callees:
         raise ConfigError("--depth follows callers: it goes with --calls, not --callees")
-    roots = source_roots(index)
     found = index.refs.impact(
         args.name, depth=args.depth, repo=args.repo, prefer=working_checkout(roots)
     )
@@ -156,11 +181,15 @@ def cmd_map(args: argparse.Namespace) -> int:
             f"--budget must be 1 to {MAX_BUDGET} tokens, got {args.budget}", key="budget"
         )
     s = common.settings(args)
-    entries = open_index(settings=s).refs.repo_map(
-        count_tokens=counter_for(s.embedding.model),
-        budget=args.budget,
-        repo=args.repo,
-        path=args.path,
+    index = open_index(settings=s)
+    roots = source_roots(index)
+    repo = _repo(args, roots) or working_checkout(roots)
+    place = map_folder(args.path, repo, set(roots.values()))
+    if place is None:
+        raise _not_indexed(args.path, roots)
+    repo, folder = place
+    entries = index.refs.repo_map(
+        count_tokens=counter_for(s.embedding.model), budget=args.budget, repo=repo, path=folder
     )
     value = [
         {
@@ -174,7 +203,10 @@ def cmd_map(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(value, indent=1) + "\n")
     else:
         sys.stdout.write("".join(f"{printable(line)}\n" for line in render(entries).splitlines()))
-    return 0
+    if not entries and not args.json:
+        under = f"indexed files under {folder}" if folder else "references indexed"
+        sys.stderr.write(printable(f"no {under} in {repo or 'the index'}") + "\n")
+    return 0 if entries else 1
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

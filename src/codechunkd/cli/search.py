@@ -26,7 +26,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("query", help="natural-language or code query, or a symbol name")
     p.add_argument("-k", type=int, default=10, help=f"number of results, 1 to {MAX_K} (default 10)")
     p.add_argument("--mode", choices=["hybrid", "vector", "text"], default="hybrid", help="ranking")
-    p.add_argument("--repo", help="only this repository (its root path)")
+    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
     p.add_argument("--branch", help="only rows indexed on this branch")
     p.add_argument("--commit", help="only rows indexed at this commit")
     p.add_argument("--path", help="only paths matching this glob")
@@ -53,7 +53,7 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
                 "query": args.query,
                 "k": args.k,
                 "mode": args.mode,
-                "repo": str(Path(args.repo).resolve()) if args.repo else None,
+                "repo": _repo(args),
                 "branch": args.branch,
                 "commit": args.commit,
                 "path": args.path,
@@ -67,6 +67,29 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
         if exc.key == "k":
             raise ConfigError(f"-{exc}", key="k") from None
         raise
+
+
+def _repo(args: argparse.Namespace) -> str | None:
+    """``--repo``: the indexed repository the folder it names is in (``--repo .`` anywhere in
+    a checkout); a folder in none is an error naming the indexed ones (read from state.json,
+    no LanceDB import). With no state to check against, the folder itself."""
+    if not args.repo:
+        return None
+    from codechunkd.errors import ConfigError
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.refviews import repository_of
+    from codechunkd.storage.statefile import indexed_roots
+
+    roots = indexed_roots(IndexPaths.of(common.settings(args)).state_file)
+    if not roots:
+        return str(Path(args.repo).resolve())
+    found = repository_of(args.repo, roots)
+    if found is None:
+        indexed = ", ".join(sorted(roots))
+        raise ConfigError(
+            f"{args.repo} is in no indexed repository (indexed: {indexed})", key="repo"
+        )
+    return found
 
 
 def _check_language(language: str | None, settings: Settings) -> None:

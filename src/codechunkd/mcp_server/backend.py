@@ -21,7 +21,7 @@ from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, request
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.refviews import containing
+from codechunkd.storage.refviews import containing, in_repository
 from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
 
 log = logs.get_logger("codechunkd.mcp")
@@ -172,13 +172,10 @@ class Backend:
 
     def check_repo(self, repo: str) -> None:
         """A repo filter names an indexed repository (state.json: no LanceDB import)."""
-        from codechunkd.storage.statefile import read_state_file
+        from codechunkd.storage.statefile import indexed_roots
 
-        doc = read_state_file(self.paths.state_file)
-        if doc is None:
-            return  # nothing to check against: the search says what it finds
-        roots = sorted({s["repo"] for s in doc.get("sources", []) if "repo" in s})
-        if roots and repo not in roots:
+        roots = sorted(indexed_roots(self.paths.state_file))
+        if roots and repo not in roots:  # none: nothing to check against
             raise ToolFailure(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
 
     def indexed_root(self, repo: str | None) -> str | None:
@@ -190,20 +187,25 @@ class Backend:
         return root
 
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
-        """(path inside its repository, repository root or None), from what an agent passes."""
+        """(path inside its repository, repository root or None), from what an agent passes:
+        relative to the repository's root, or absolute."""
         checked("path", path)
         repo = self.indexed_root(repo)
-        if os.path.isabs(path):
-            full = str(Path(path).resolve())
-            roots = sorted({s.source.repo for s in self.index().sources()}, key=len, reverse=True)
-            for root in [repo] if repo else roots:
-                if root and full.startswith(root.rstrip(os.sep) + os.sep):
-                    return os.path.relpath(full, root), root
+        if not os.path.isabs(path):
+            return in_repository(path), repo
+        full = str(Path(path).resolve())
+        roots = self.roots()
+        root = containing(full, [repo] if repo else roots)
+        if root is None:
             raise ToolFailure(
                 f"{shown(path)} is not inside an indexed repository "
                 f"(indexed: {', '.join(roots) or 'none'})"
             )
-        return path.lstrip("./") if path.startswith("./") else path, repo
+        return in_repository(os.path.relpath(full, root)), root
+
+    def roots(self) -> list[str]:
+        """The indexed repositories' roots, sorted."""
+        return sorted({s.source.repo for s in self.index().sources()})
 
     def outline(self, path: str, repo: str | None) -> list[Any]:
         """The chunks of ``path``; when several indexed repositories hold it and none is
@@ -215,7 +217,7 @@ class Backend:
             here = containing(os.getcwd(), {r.repo for r in rows})
             rows = [r for r in rows if r.repo == here] if here else rows
         if not rows:
-            roots = ", ".join(sorted({s.source.repo for s in self.index().sources()})) or "none"
+            roots = ", ".join(self.roots()) or "none"
             raise ToolFailure(
                 f"no chunks indexed for {shown(rel)}"
                 + (f" in {root}" if root else "")
@@ -310,11 +312,20 @@ class Backend:
         from codechunkd.chunking.tokens import counter_for
         from codechunkd.storage.repomap import render
 
-        checked("path", path)
-        repo = self.indexed_root(repo)
+        folder, repo = self.locate(path, repo)
+        if repo is None:  # of several indexed repositories, the one the server runs in
+            repo = containing(os.getcwd(), self.roots())
         count = counter_for(self.settings.embedding.model)
         refs = self.index().refs
-        entries = refs.repo_map(count_tokens=count, budget=budget, repo=repo, path=path)
+        entries = refs.repo_map(count_tokens=count, budget=budget, repo=repo, path=folder)
+        if not entries:
+            where = f" in {repo}" if repo else ""
+            if not folder:
+                return f"no references indexed{where}", []
+            return (
+                f"no indexed files under {shown(folder)}{where}; paths are relative to the "
+                f"repository root (indexed: {', '.join(self.roots()) or 'none'})"
+            ), []
         files = [
             {
                 "path": e.path,

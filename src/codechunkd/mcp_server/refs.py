@@ -138,12 +138,22 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
 def _repo_map(tool: Callable[[Any], Any], backend: Answers) -> None:
     @tool
     def repo_map(
-        path: Annotated[str, Field(description="Only files under this folder.")] = "",
+        path: Annotated[
+            str,
+            Field(
+                description="Only files under this folder: relative to the repository root, "
+                "or absolute."
+            ),
+        ] = "",
         budget: Annotated[
             int, Field(ge=1, le=MAX_BUDGET, description="Size in tokens (default 1024).")
         ] = 1024,
         repo: Annotated[
-            str | None, Field(description="This repository (default: the only one indexed).")
+            str | None,
+            Field(
+                description="This repository (default: the one the server runs in, "
+                "else the only one indexed)."
+            ),
         ] = None,
     ) -> CallToolResult:
         """Get a map of a repository: the files and signatures the rest of the code uses most.

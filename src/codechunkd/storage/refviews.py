@@ -13,8 +13,11 @@ __all__ = [
     "MAX_DEPTH",
     "containing",
     "definition_dicts",
+    "in_repository",
     "located",
+    "map_folder",
     "reference_dicts",
+    "repository_of",
     "source_roots",
     "working_checkout",
 ]
@@ -36,6 +39,38 @@ def containing(path: str, roots: Collection[str]) -> str | None:
     """The deepest of ``roots`` that ``path`` is in (or is), or None."""
     inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
+
+
+def repository_of(folder: str, roots: Collection[str]) -> str | None:
+    """The indexed repository that ``folder`` (relative to the current directory, or
+    absolute) is in: ``--repo .`` anywhere in a checkout names that checkout; None when it
+    is in none."""
+    return containing(os.path.realpath(os.path.expanduser(folder)), roots)
+
+
+def in_repository(path: str) -> str:
+    """A path inside a repository as the index writes it: ``./src/`` -> ``src``, ``.`` -> ``""``
+    (``lstrip("./")`` would also eat the dot of ``.github``)."""
+    clean = os.path.normpath(path) if path.strip() else "."
+    return "" if clean == "." else clean
+
+
+def map_folder(
+    folder: str, repo: str | None, roots: Collection[str]
+) -> tuple[str | None, str] | None:
+    """(repository, folder inside it) of the folder a person gives the map: relative to the
+    current directory (``map .`` in ``src/`` is ``src``, as git reads a pathspec), or
+    absolute, or else, when that is in no indexed repository (or not in ``repo``), relative to
+    the repository's root. None for an absolute folder outside them."""
+    if not folder.strip():
+        return repo, ""
+    full = os.path.realpath(os.path.expanduser(folder))
+    where = containing(full, [repo] if repo else roots)
+    if where is not None:
+        return where, in_repository(os.path.relpath(full, where))
+    if os.path.isabs(os.path.expanduser(folder)):
+        return None
+    return repo, in_repository(folder)
 
 
 def located(answers: Sequence[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:

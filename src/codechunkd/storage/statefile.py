@@ -143,3 +143,9 @@ def load_state_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         if any(type(k) is not str or type(n) is not int for k, n in counts.items()):
             return None, "a source entry's 'skipped' holds other than counts by reason"
     return doc, None
+
+
+def indexed_roots(path: Path) -> set[str]:
+    """The repository roots ``state.json`` names (none when it is absent or damaged)."""
+    doc = read_state_file(path)
+    return {s["repo"] for s in doc["sources"]} if doc else set()
