@@ -433,17 +433,29 @@ class Searcher:
             while parent and parent not in seen and len(chain) < 5:
                 seen.add(parent)
                 rows = self.store.rows_by_id(
-                    [parent], ["id", "parent_id", "signature", "symbol", "kind"]
+                    [parent], ["id", "parent_id", "signature", "symbol", "kind", "summary"]
                 )
                 if not rows:
                     break
                 p = rows[0]
-                label = p["signature"] or (f"{p['kind']} {p['symbol']}".strip())
+                label = _enclosing(p["kind"], p["symbol"], p["signature"], p["summary"])
                 if label:
                     chain.append(label)
                 parent = p["parent_id"]
             out.append(replace(h, context=tuple(reversed(chain))))
         return out
+
+
+def _enclosing(kind: str, symbol: str, signature: str, summary: str | None) -> str:
+    """How an enclosing chunk is named in a hit's context: its signature (``class Foo:``),
+    else its kind and name; a module (no name: its path is the hit's) by its summary (the
+    docstring's first line), or not at all."""
+    if signature:
+        return signature
+    if symbol:
+        return f"{kind} {symbol}"
+    first = (summary or "").strip().split("\n", 1)[0]
+    return f"{kind}: {first}" if kind == "module" and first else ""
 
 
 def _one_copy(hits: Sequence[Hit]) -> list[Hit]:
