@@ -141,7 +141,8 @@ def test_status_without_a_daemon_reports_stopped(
 def test_add_and_remove_edit_the_sources_list(
     repo: Repo, index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """add resolves the repository root; remove drops it; a non-repository is exit 3."""
+    """add resolves the repository root; remove, given any folder of it, drops it; a
+    non-repository is exit 3, a folder of no listed source exit 2."""
     repo.write("a.py", "A = 1\n")
     repo.commit()
     (repo.path / "sub").mkdir()
@@ -156,7 +157,11 @@ def test_add_and_remove_edit_the_sources_list(
         main(["add", str(tmp_path / "nowhere"), *common])
     assert exc.value.code == 3
     with pytest.raises(SystemExit) as exc:
-        main(["remove", str(repo.path), *common])
+        main(["remove", str(tmp_path), *common])  # above the repository: not a folder of it
+    assert exc.value.code == 2
+    assert f"(listed: {repo.path.resolve()})" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["remove", str(repo.path / "sub"), *common])
     assert exc.value.code == 0
     assert read_sources(index_dir / "_codechunkd" / "sources.json") == []
     with pytest.raises(SystemExit) as exc:

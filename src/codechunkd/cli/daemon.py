@@ -86,6 +86,7 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
     )
     from codechunkd.errors import ConfigError
     from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.refviews import containing
 
     paths = IndexPaths.of(common.settings(args))
     file = paths.meta / "sources.json"
@@ -97,11 +98,14 @@ def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
             print(f"already listed: {spec}")
             return 0
         specs.append(spec)
-    else:
-        spec = SourceSpec.parse(args.path + (f"#{args.ref}" if args.ref else ""))
-        if spec not in specs:
-            sys.stderr.write(f"codechunkd: error: not listed: {spec}\n")
+    else:  # any folder of a listed source, as `add` takes (its repository may be gone)
+        given = SourceSpec.parse(args.path + (f"#{args.ref}" if args.ref else ""))
+        root = containing(given.path, [s.path for s in specs if s.ref == given.ref])
+        if root is None:
+            listed = ", ".join(map(str, specs)) or "none"
+            sys.stderr.write(f"codechunkd: error: not listed: {given} (listed: {listed})\n")
             return 2
+        spec = SourceSpec(path=root, ref=given.ref)
         specs.remove(spec)
     write_sources(file, specs)
     try:
