@@ -293,7 +293,8 @@ def test_folders_given_as_an_agent_writes_them(
 ) -> None:
     """``repo_map`` and ``outline`` take a path relative to the repository root, with ``./``
     or without (a dot-folder keeps its dot), or absolute; a folder holding nothing indexed
-    says so and names the indexed repositories, and one outside them is a tool error."""
+    says so and names the indexed repositories, and one outside them is a tool error; a
+    ``repo`` may be any folder of the repository."""
     repo.write(".ci/check.py", "def check():\n    return run()\n\n\ndef run():\n    return 1\n")
     repo.write("pkg/geo.py", GEO)
     repo.commit("init")
@@ -315,6 +316,14 @@ def test_folders_given_as_an_agent_writes_them(
             assert f"no indexed files under 'nope' in {repo.path}" in text(empty), text(empty)
             outside = await call(s, "repo_map", path=str(tmp_path))
             assert outside.is_error and "not inside an indexed repository" in text(outside)
+            folder = str(repo.path / "pkg")
+            assert ok(await call(s, "repo_map", repo=folder))["files"] == everything
+            [found] = ok(await call(s, "definition", name="haversine", repo=folder))["definitions"]
+            assert found["repo"] == str(repo.path)
+            hits = ok(await call(s, "search", query="haversine", repo=folder))["hits"]
+            assert hits and {h["repo"] for h in hits} == {str(repo.path)}
+            elsewhere = await call(s, "search", query="haversine", repo=str(tmp_path))
+            assert elsewhere.is_error and "is not indexed" in text(elsewhere)
 
     anyio.run(go)
 

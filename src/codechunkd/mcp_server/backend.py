@@ -10,6 +10,7 @@ import LanceDB at the top (``index()`` imports the reader lazily).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -155,7 +156,7 @@ class Backend:
         and what the answer says of itself: ``coverage`` (chunks answering by text and by
         vector) and a ``note`` when it went without its query vector."""
         if req.repo:
-            self.check_repo(req.repo)
+            req = dataclasses.replace(req, repo=self.repo_of(req.repo))
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
             about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
@@ -170,21 +171,23 @@ class Backend:
             found["note"] = "; ".join(notes)
         return [h.as_dict() for h in hits], "index", found
 
-    def check_repo(self, repo: str) -> None:
-        """A repo filter names an indexed repository (state.json: no LanceDB import)."""
+    def repo_of(self, repo: str) -> str:
+        """The indexed repository an agent's ``repo`` (absolute) is, or is a folder of; an
+        error naming the indexed ones when it is in none (state.json: no LanceDB import)."""
         from codechunkd.storage.statefile import indexed_roots
 
-        roots = sorted(indexed_roots(self.paths.state_file))
-        if roots and repo not in roots:  # none: nothing to check against
-            raise ToolFailure(f"repo {repo} is not indexed (indexed: {', '.join(roots)})")
+        roots = indexed_roots(self.paths.state_file)
+        if not roots:  # nothing to check against: the answer says what it finds
+            return repo
+        found = containing(repo, roots)
+        if found is None:
+            indexed = ", ".join(sorted(roots))
+            raise ToolFailure(f"repo {repo} is not indexed (indexed: {indexed})")
+        return found
 
     def indexed_root(self, repo: str | None) -> str | None:
-        """An agent's ``repo`` made absolute, and checked to name an indexed repository."""
-        if not repo:
-            return None
-        root = repo_root(repo)
-        self.check_repo(root)
-        return root
+        """An agent's ``repo`` made absolute, as the indexed repository it names."""
+        return self.repo_of(repo_root(repo)) if repo else None
 
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
         """(path inside its repository, repository root or None), from what an agent passes:

@@ -52,7 +52,7 @@ def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
             str, Field(description="A name (`request`) or a qualified one (`Session.request`).")
         ],
         repo: Annotated[
-            str | None, Field(description="Only this repository (its root folder).")
+            str | None, Field(description="Only this repository (its root, or any folder in it).")
         ] = None,
     ) -> CallToolResult:
         """Find where a function, method, class or type is defined, or a constant, variable
@@ -93,7 +93,7 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
             ),
         ] = 1,
         repo: Annotated[
-            str | None, Field(description="Only this repository (its root folder).")
+            str | None, Field(description="Only this repository (its root, or any folder in it).")
         ] = None,
     ) -> CallToolResult:
         """Find who uses a definition (callers, imports, subclasses, type uses), or what it calls.

@@ -104,7 +104,7 @@ def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many hits (default 10).")] = 10,
         mode: Mode = "hybrid",
         repo: Annotated[
-            str | None, Field(description="Only this repository (its root folder).")
+            str | None, Field(description="Only this repository (its root, or any folder in it).")
         ] = None,
         path: PathGlob = None,
         language: Annotated[
