@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,30 @@ def git_source(path: str, ref: str | None = None) -> Any:
     if not os.path.exists(path):
         raise RepoError(f"{path} does not exist")
     return GitSource(path, ref=ref)  # NotAGitRepo / RefNotFound: exit 3
+
+
+def indexed_repo(folder: str | None, roots: Collection[str]) -> str | None:
+    """``--repo FOLDER``: the indexed repository (of ``roots``) the folder is in, so that
+    ``--repo .`` works anywhere in a checkout; with no roots to check against, the folder
+    made absolute. A folder in none is an error naming the indexed ones."""
+    if not folder:
+        return None
+    from codechunkd.storage.refviews import repository_of
+
+    if not roots:
+        return str(Path(folder).resolve())
+    found = repository_of(folder, roots)
+    if found is None:
+        raise not_indexed(folder, roots, key="repo")
+    return found
+
+
+def not_indexed(folder: str, roots: Collection[str], *, key: str) -> Exception:
+    """The error for a folder in no indexed repository: it names the indexed ones."""
+    from codechunkd.errors import ConfigError
+
+    indexed = ", ".join(sorted(roots)) or "none"
+    return ConfigError(f"{folder} is in no indexed repository (indexed: {indexed})", key=key)
 
 
 def print_json(doc: object) -> None:

@@ -23,7 +23,6 @@ from codechunkd.storage.refviews import (
     located,
     map_folder,
     reference_dicts,
-    repository_of,
     source_roots,
     working_checkout,
 )
@@ -61,21 +60,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _repo(args: argparse.Namespace, roots: Mapping[str, str]) -> str | None:
-    """``--repo``: the indexed repository the folder it names is in (``--repo .`` anywhere in
-    a checkout), or an error naming the indexed ones."""
-    if not args.repo:
-        return None
-    found = repository_of(args.repo, set(roots.values()))
-    if found is None:
-        raise _not_indexed(args.repo, roots)
-    return found
-
-
-def _not_indexed(path: str, roots: Mapping[str, str]) -> Exception:
-    from codechunkd.errors import ConfigError
-
-    indexed = ", ".join(sorted(set(roots.values()))) or "none"
-    return ConfigError(f"{path} is in no indexed repository (indexed: {indexed})", key="repo")
+    """``--repo``: the indexed repository the folder it names is in (``--repo .``)."""
+    return common.indexed_repo(args.repo, set(roots.values()))
 
 
 def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -186,7 +172,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     repo = _repo(args, roots) or working_checkout(roots)
     place = map_folder(args.path, repo, set(roots.values()))
     if place is None:
-        raise _not_indexed(args.path, roots)
+        raise common.not_indexed(args.path, set(roots.values()), key="path")
     repo, folder = place
     entries = index.refs.repo_map(
         count_tokens=counter_for(s.embedding.model), budget=args.budget, repo=repo, path=folder

@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import codechunkd.cli.common as common
@@ -70,26 +69,14 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
 
 
 def _repo(args: argparse.Namespace) -> str | None:
-    """``--repo``: the indexed repository the folder it names is in (``--repo .`` anywhere in
-    a checkout); a folder in none is an error naming the indexed ones (read from state.json,
-    no LanceDB import). With no state to check against, the folder itself."""
-    if not args.repo:
-        return None
-    from codechunkd.errors import ConfigError
+    """``--repo``, checked against the repositories state.json names (no LanceDB import)."""
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.refviews import repository_of
     from codechunkd.storage.statefile import indexed_roots
 
-    roots = indexed_roots(IndexPaths.of(common.settings(args)).state_file)
-    if not roots:
-        return str(Path(args.repo).resolve())
-    found = repository_of(args.repo, roots)
-    if found is None:
-        indexed = ", ".join(sorted(roots))
-        raise ConfigError(
-            f"{args.repo} is in no indexed repository (indexed: {indexed})", key="repo"
-        )
-    return found
+    if not args.repo:
+        return None
+    state = IndexPaths.of(common.settings(args)).state_file
+    return common.indexed_repo(args.repo, indexed_roots(state))
 
 
 def _check_language(language: str | None, settings: Settings) -> None:
