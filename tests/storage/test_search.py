@@ -15,7 +15,7 @@ from tests.conftest import Indexer, Repo, scaled
 
 from codechunkd.storage.fusion import TEXT_WEIGHT, VECTOR_WEIGHT
 from codechunkd.storage.reader import Index
-from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, Mode
+from codechunkd.storage.search import GLUE_KINDS, GLUE_WEIGHT, PROSE_WEIGHT, Mode
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["fnmatch.py", "shlex.py", "textwrap.py", "base64.py"]
@@ -120,6 +120,31 @@ def test_glue_scores_are_scaled_by_the_glue_weight(index: Index) -> None:
         assert on[rid].score == pytest.approx(GLUE_WEIGHT * off[rid].score, abs=2e-5), rid
         assert on[rid].score <= GLUE_WEIGHT * (VECTOR_WEIGHT + TEXT_WEIGHT) + 1e-5
     assert all(on[rid].score == pytest.approx(off[rid].score, abs=1e-5) for rid in defs)
+
+
+def test_a_question_about_the_code_weighs_the_docs_below_it(index: Index) -> None:
+    """A question about what the code does ("how are …", "where is …") is a code question:
+    a docs section scores PROSE_WEIGHT of what it scores with the ``questions`` rule off, the
+    code the same; "how do I …" asks for the docs, which keep their score."""
+    after = ["file_saturation", "file_coherence", "test_prior"]  # rules that look at the other hits
+
+    def scores(query: str, *off: str) -> dict[str, tuple[str, float]]:
+        hits = index.search(query, k=30, disable=[*after, *off])
+        return {h.id: (h.language, h.score) for h in hits}
+
+    for query in ("how are strings quoted for a shell", "where is a string quoted for a shell"):
+        on, off = scores(query), scores(query, "questions")
+        docs = [rid for rid, (language, _) in on.items() if language == "markdown" and rid in off]
+        code = [rid for rid, (language, _) in on.items() if language == "python" and rid in off]
+        assert docs and code, query  # the query reaches both
+        for rid in docs:
+            assert on[rid][1] == pytest.approx(PROSE_WEIGHT * off[rid][1], abs=2e-5), query
+        assert all(on[rid][1] == pytest.approx(off[rid][1], abs=1e-5) for rid in code), query
+    asked = "how do I quote strings for a shell"
+    on, off = scores(asked), scores(asked, "questions")
+    assert any(language == "markdown" for language, _ in on.values())
+    assert on.keys() == off.keys()
+    assert all(on[rid][1] == pytest.approx(off[rid][1], abs=1e-5) for rid in on)
 
 
 def test_full_text_matches_the_words_of_the_context_header(index: Index) -> None:

@@ -12,8 +12,9 @@ glue of a class body, later pieces of a split definition) is scaled by
 :data:`GLUE_WEIGHT`, so such a chunk outranks a definition only when it is
 clearly the better match (see :func:`kind_weight`).  Code comes before prose for a
 code question: when a query starts as code questions do (:func:`asks_for_code`: "Parse …",
-"Returns …", "Helper to …") and does not ask for docs (:func:`wants_prose`), a docs section's
-fused score is scaled by :data:`PROSE_WEIGHT`; other queries leave prose as it is
+"Returns …", "Helper to …"), or is a question about it (:func:`asks_about_code`: "where is …",
+"how does …", the ``questions`` rule), and does not ask for docs (:func:`wants_prose`), a docs
+section's fused score is scaled by :data:`PROSE_WEIGHT`; other queries leave prose as it is
 (docs/operations.md, "Ranking: code before the prose that describes it", and Measured).
 """
 
@@ -191,6 +192,18 @@ def asks_for_code(text: str) -> bool:
     return True
 
 
+_QUESTION = re.compile(r"\s*(?:where|which|what|how|when|why)\b", re.IGNORECASE)
+
+
+def asks_about_code(text: str) -> bool:
+    """Whether a query is a question about what the code does: it starts ``where``,
+    ``which``, ``what``, ``how``, ``when`` or ``why`` (the ``questions`` rule; a question
+    that asks for docs, "how do I …", is left to :func:`wants_prose`). Such questions came
+    to docs sections before the code they describe: on a held-out Flask with its docs,
+    NDCG@10 0.790 -> 0.846 with it (docs/operations.md, Measured)."""
+    return bool(_QUESTION.match(text))
+
+
 def hit_weight(row: dict[str, Any], prose_weight: float) -> float:
     """The factor on a chunk's fused score: glue code below definitions, prose by the query."""
     return prose_weight if row["language"] in PROSE_LANGUAGES else kind_weight(row["kind"])
@@ -342,7 +355,9 @@ class Searcher:
             where = "synthetic = false" + (f" AND {named}" if named else "")
         ranked = self._retrieve(text, vector, max(4 * k, CANDIDATES), where, mode)
         scores, rows = fuse(ranked)
-        code_question = asks_for_code(text) and not wants_prose(text, filters or Filters())
+        code_question = (
+            asks_for_code(text) or ("questions" in rules and asks_about_code(text))
+        ) and not wants_prose(text, filters or Filters())
         prose = PROSE_WEIGHT if code_question and "prose" in rules else 1.0
         _weigh(scores, rows, prose, glue="glue" in rules)
         self._boost(scores, rows, text, named, rules)
