@@ -313,11 +313,12 @@ class Backend:
         """The files and signatures that matter most under ``path`` within ``budget`` tokens:
         the map's text, and its files (path, rank, definitions)."""
         from codechunkd.chunking.tokens import counter_for
+        from codechunkd.storage.refviews import source_roots, working_checkout
         from codechunkd.storage.repomap import render
 
         folder, repo = self.locate(path, repo)
-        if repo is None:  # of several indexed repositories, the one the server runs in
-            repo = containing(os.getcwd(), self.roots())
+        # of several indexed repositories, the one the server runs in (as `codechunkd map`)
+        repo = repo or working_checkout(source_roots(self.index()))
         count = counter_for(self.settings.embedding.model)
         refs = self.index().refs
         entries = refs.repo_map(count_tokens=count, budget=budget, repo=repo, path=folder)

@@ -64,11 +64,12 @@ def map_folder(
     the repository's root. None for an absolute folder outside them."""
     if not folder.strip():
         return repo, ""
-    full = os.path.realpath(os.path.expanduser(folder))
+    given = os.path.expanduser(folder)
+    full = os.path.realpath(given)
     where = containing(full, [repo] if repo else roots)
     if where is not None:
         return where, in_repository(os.path.relpath(full, where))
-    if os.path.isabs(os.path.expanduser(folder)):
+    if os.path.isabs(given):
         return None
     return repo, in_repository(folder)
 
