@@ -1,13 +1,11 @@
 """The control socket under a crowd, and the writer lock when the index directory goes (#28).
 
 A full listen queue is a busy daemon, not a missing one; a directory deleted under a
-running daemon does not let a second writer in, and ``status`` names the daemon and why
-it cannot write.
+running daemon does not let a second writer in, and the daemon indexes anew in a new one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -174,43 +172,49 @@ def _search_in_a_crowd(d: Daemon) -> None:
 
 
 @pytest.mark.slow
-def test_index_directory_deleted_under_a_running_daemon(
+def test_index_directory_deleted_under_a_running_daemon_is_made_anew(
     repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
 ) -> None:
     """``rm -rf`` of the index under a running daemon: ``codechunkd index`` is still refused
-    (the lock beside the socket outlives the directory), ``status`` names the running daemon
-    and says why it cannot write, and the daemon's next sync fails instead of writing."""
+    (the lock beside the socket outlives the directory, and the daemon's start again), and
+    the daemon, the same process, indexes its sources anew in a new directory, the ones
+    ``codechunkd add`` listed too; systemd hears it reload (``RELOADING=1``, then
+    ``READY=1``), never stop."""
     repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
     repo.commit("init")
+    other = Repo(tmp_path / "other")
+    other.write("lib.py", "def gamma_marker_heron():\n    return 3\n")
+    other.commit("init")
     d = Daemon(tmp_path, index_dir, repo.path)
     daemons.append(d)
     d.wait_notify("READY=1")
-    _delete_the_index_under(d, repo, index_dir)
-    assert d.stop() == 0
-
-
-def _delete_the_index_under(d: Daemon, repo: Repo, index_dir: Path) -> None:
+    added = cli("add", str(other.path), "--index-dir", str(index_dir))
+    assert added.returncode == 0, added.stdout + added.stderr
+    wait_for(lambda: len(d.status()["sources"]) == 2, "the added source", 60)
     wait_for(lambda: d.status()["daemon"]["state"] == "ready", "the first index", 300)
+
     shutil.rmtree(index_dir)
     second = cli("index", str(repo.path), "--index-dir", str(index_dir))
     assert second.returncode == 5, second.stdout + second.stderr
     assert f"process {d.proc.pid}" in second.stderr
-
-    status = cli("status", "--index-dir", str(index_dir))
-    assert status.returncode == 14, status.stdout + status.stderr  # stalled, not "no index"
-    assert f"pid {d.proc.pid}" in status.stdout
-    assert "was removed or replaced under this writer" in status.stdout
-
-    repo.write("b.py", "def beta_marker_ocelot():\n    return 2\n")  # the daemon tries to sync
+    repo.write("b.py", "def beta_marker_ocelot():\n    return 2\n")  # committed meanwhile
     repo.commit("b")
 
-    def failing() -> str | None:
-        src = d.status()["sources"][0]
-        return src.get("failing") if src.get("consecutive_failures") else None
-
-    assert "removed or replaced" in wait_for(failing, "the sync to fail", 120)
-    with contextlib.suppress(FileNotFoundError):  # nothing written in a re-made directory
-        assert not any(index_dir.iterdir()), list(index_dir.iterdir())
+    wait_for(lambda: "".join(d.messages).count("READY=1") == 2, "the daemon ready again", 120)
+    d.searchable("beta marker ocelot", "b.py", "beta_marker_ocelot", 120)
+    d.searchable("handle request", "app.py", "alpha_marker", 60)
+    d.searchable("gamma marker heron", "lib.py", "gamma_marker_heron", 60)
+    status = cli("status", "--index-dir", str(index_dir))
+    assert status.returncode == 0, status.stdout + status.stderr  # fresh, not stalled
+    assert f"pid {d.proc.pid}" in status.stdout
+    listed = json.loads((index_dir / "_codechunkd" / "sources.json").read_text())
+    assert [s["path"] for s in listed["sources"]] == [str(other.path)]
+    assert [e["index"] for e in d.events("index_directory_removed")] == [str(index_dir)]
+    assert d.proc.poll() is None
+    assert d.stop() == 0
+    said = "".join(d.messages)
+    assert said.count("READY=1") == 2 and "RELOADING=1" in said, d.messages
+    assert said.count("STOPPING=1") == 1, d.messages  # the SIGTERM's alone
 
 
 def test_connections_past_the_cap_wait_and_idle_ones_are_let_go(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ the writer that holds the index, with the daemon's advice only when it is the da
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,8 +17,9 @@ from tests.conftest import Repo
 from codechunkd.cli import main
 from codechunkd.config import Settings
 from codechunkd.daemon.control import daemon_pid
+from codechunkd.errors import IndexLocked
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.lock import live_holder, read_holder
+from codechunkd.storage.lock import WriterLock, live_holder, read_holder
 
 _HOLD = """
 import sys
@@ -169,3 +171,29 @@ def test_a_crashed_daemons_lock_naming_a_reused_pid_has_no_holder(
     with _held_by_another_process(paths, "codechunkd run", outer=False) as pid:
         assert live_holder(paths.lock) == (pid, "codechunkd run")
         assert daemon_pid(paths) == pid
+
+
+def test_a_writer_retakes_its_deleted_index_while_no_other_gets_in(tmp_path: Path) -> None:
+    """A deleted index directory: the holder sees it (``problem``), takes a new
+    ``writer.lock`` in a new directory (``retake_index``) without letting go of the lock
+    beside the socket, so a second writer is refused before, during and after."""
+    index = tmp_path / "index"
+    lock = WriterLock(index / "_codechunkd" / "writer.lock", outer=tmp_path / "run" / "x.lock")
+    second = WriterLock(index / "_codechunkd" / "writer.lock", outer=tmp_path / "run" / "x.lock")
+    with lock:
+        assert lock.problem() is None
+        shutil.rmtree(index)
+        assert "was removed or replaced under this writer" in (lock.problem() or "")
+        with pytest.raises(IndexLocked):
+            second.acquire()
+        assert not index.exists()  # a refused writer makes nothing
+        lock.release_index()
+        with pytest.raises(IndexLocked):
+            second.acquire()
+        lock.retake_index()
+        assert lock.problem() is None and (index / "_codechunkd" / "writer.lock").is_file()
+        assert read_holder(index / "_codechunkd" / "writer.lock") is not None
+        with pytest.raises(IndexLocked):
+            second.acquire()
+    second.acquire()  # free once the holder lets go
+    second.release()

@@ -64,15 +64,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             "or set [daemon] sources\n"
         )
         return 2
-    code = service.run()
-    if service.abandoned:
-        # the writer is still inside a batch and holds the lock: end the process now, with no
-        # interpreter teardown (which would wait on, or tear down under, that thread);
-        # exiting releases the lock, and the next start repairs the pending state
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    while True:
+        code = service.run()
+        if service.abandoned:
+            # the writer is still inside a batch and holds the lock: end the process now, with
+            # no interpreter teardown (which would wait on, or tear down under, that thread);
+            # exiting releases the lock, and the next start repairs the pending state
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        if not service.restart:
+            return code
+        service = service.again()  # its index directory was deleted: index anew, same pid
 
 
 def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:

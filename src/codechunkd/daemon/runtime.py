@@ -87,6 +87,7 @@ class Daemon(Protocol):
 
     settings: Settings
     cli_specs: list[SourceSpec]
+    listed: list[SourceSpec]
     load_settings: Callable[[], Settings] | None
     clock: Clock
     paths: IndexPaths

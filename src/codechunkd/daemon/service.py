@@ -22,7 +22,9 @@ signals, systemd notifications and retries.  Signal handlers set flags.
 Shutdown (SIGTERM/SIGINT): stop intake, let the batch in flight finish for
 ``daemon.shutdown_timeout_s``, abandon it after that (the source's state was
 marked pending before the first write, so the next start redoes it), release
-the lock, exit 0.  A second SIGINT exits at once.  SIGHUP reloads settings.
+the lock, exit 0.  A second SIGINT exits at once.  SIGHUP reloads settings.  The index
+directory deleted under it: shut down the same way, keeping the lock beside the socket,
+and start ``again`` in the same process on a new directory.
 
 This module owns the service's life: its state (``Service.__init__``, the ``Daemon``
 protocol of ``runtime.py``), start-up, the main loop (signals, readiness, retries,
@@ -55,7 +57,7 @@ from typing import Any
 from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.daemon import scheduling, serving, snapshot, sources, writer
-from codechunkd.daemon.control import ControlServer, SourceSpec
+from codechunkd.daemon.control import ControlServer, SourceSpec, write_sources
 from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level
 from codechunkd.daemon.embedder_lock import Clock, LockedEmbedder
 from codechunkd.daemon.jobs import Upkeep
@@ -70,6 +72,7 @@ from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.lease import LeaseLost, lease_check, writer_lock
+from codechunkd.storage.lock import WriterLock
 from codechunkd.storage.store import IndexStore
 
 log = logs.get_logger("codechunkd.daemon")
@@ -102,6 +105,7 @@ class Service:
         load_settings: Callable[[], Settings] | None = None,
         notifier: Notifier | None = None,
         clock: Clock = time.monotonic,
+        lock: WriterLock | None = None,
     ) -> None:
         self.settings = settings
         self.cli_specs = list(specs)
@@ -109,10 +113,19 @@ class Service:
         self.notifier = notifier or Notifier()
         self.clock = clock
         self.paths = IndexPaths.of(settings)
-        self.lock = writer_lock(self.paths, what="codechunkd run")
+        self.lock = lock or writer_lock(self.paths, what="codechunkd run")
         self.sources: dict[str, SourceRuntime] = {}
+        self.listed: list[SourceSpec] = []
+        """``sources.json``'s sources as last read (``sources.specs``), carried to a new
+        index directory when this one is deleted (``again``)."""
+        self.index_lost: str | None = None
+        """Why this daemon stops to start ``again``: its index directory was deleted."""
+        self._retake = lock is not None
+        """This service carries on its predecessor's lock (``again``)."""
         self.should_exit = False
         self.force_exit = False
+        self.signalled = False
+        """SIGTERM or SIGINT came: stop, whatever else happened."""
         self.abandoned = False
         """Set by ``run`` when shutdown left a batch in flight (the process must end now)."""
         self.reload_requested = False
@@ -172,8 +185,14 @@ class Service:
         (``codechunkd run`` does, with ``os._exit``); a test in-process just returns.
         """
         with capture_signals(self.handle_signal):
-            self.lock.acquire()  # IndexLocked (exit 5) before anything else
+            if self._retake:
+                assert isinstance(self.lock, WriterLock)
+                self.lock.retake_index()
+            else:
+                self.lock.acquire()  # IndexLocked (exit 5) before anything else
             try:
+                if self.listed and not (self.paths.meta / "sources.json").exists():
+                    write_sources(self.paths.meta / "sources.json", self.listed)
                 self.startup()
                 self.main_loop()
             finally:
@@ -181,6 +200,28 @@ class Service:
         if self.abandoned:  # the writer is inside a batch; its source's state says pending
             return 130 if self.force_exit else 0
         return LeaseLost.exit_code if self.lease_lost else 0
+
+    @property
+    def restart(self) -> bool:
+        """The index directory was deleted under this daemon, and nothing asked it to stop:
+        ``codechunkd run`` starts ``again`` on a new one."""
+        return self.index_lost is not None and not self.signalled and not self.abandoned
+
+    def again(self) -> Service:
+        """The daemon after this one, on a new index directory (``restart``): the same
+        settings, the same sources (``sources.json``'s written again), this one's lock
+        beside the socket kept, so no other writer came in between."""
+        assert isinstance(self.lock, WriterLock)  # only a directory's lock sees it deleted
+        nxt = Service(
+            self.settings,
+            specs=self.cli_specs,
+            load_settings=self.load_settings,
+            notifier=self.notifier,
+            clock=self.clock,
+            lock=self.lock,
+        )
+        nxt.listed = list(self.listed)
+        return nxt
 
     @property
     def lease_lost(self) -> bool:
@@ -195,7 +236,7 @@ class Service:
         elif sig == signal.SIGINT and self.should_exit:
             self.force_exit = True
         else:
-            self.should_exit = True
+            self.should_exit = self.signalled = True
         self.wake.set()
 
     def startup(self) -> None:
@@ -268,6 +309,12 @@ class Service:
             log.error("writer_lease_lost", index=self.paths.uri)
             self.should_exit = True
             return
+        lost = self.lock.problem() if isinstance(self.lock, WriterLock) else None
+        if lost and not self.should_exit:  # rm -rf of the index: index it again, anew
+            log.error("index_directory_removed", index=self.paths.uri, error=lost)
+            self.index_lost = lost
+            self.should_exit = True
+            return
         if self.reload_requested:
             self.reload_requested = False
             sources.reload(self)
@@ -296,8 +343,11 @@ class Service:
 
     def shutdown(self) -> bool:
         """Stop intake, finish or abandon the batch in flight, release.  True: abandoned."""
-        self.notifier.stopping()
-        log.info("daemon_stopping")
+        if self.restart:
+            self.notifier.reloading()  # systemd: the same process, ready again soon
+        else:
+            self.notifier.stopping()
+        log.info("daemon_stopping", again=self.restart)
         self.stop_flag.set()
         if self.watcher is not None:
             self.watcher.stop()
@@ -328,7 +378,11 @@ class Service:
                 self.cache.close()
             if self.summarizer is not None:
                 self.summarizer.cache.close()
-            self.lock.release()
+            if self.restart:
+                assert isinstance(self.lock, WriterLock)
+                self.lock.release_index()  # the lock beside the socket stays, for ``again``
+            else:
+                self.lock.release()
         log.info("daemon_stopped", abandoned=abandoned)
         return abandoned
 

@@ -28,6 +28,7 @@ def specs(service: Daemon) -> list[SourceSpec]:
     """The sources to serve: the command line's, the settings', ``sources.json``'s."""
     configured = [SourceSpec.parse(s) for s in service.settings.daemon.sources]
     listed = read_sources(service.paths.meta / "sources.json")
+    service.listed = listed
     return merge_sources(service.cli_specs, configured, listed)
 
 

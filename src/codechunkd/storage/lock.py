@@ -10,7 +10,8 @@ beside the control socket.  The second outlives the index directory: with the
 directory deleted under a running daemon, a ``codechunkd index`` that makes it
 again finds a new, unlocked ``writer.lock`` there but is still refused by the
 runtime one.  The holder learns that its ``writer.lock`` is gone (``problem``,
-``check``: the file at the path is not the one it locked) and stops writing.
+``check``: the file at the path is not the one it locked) and stops writing; a daemon then
+starts again on a new directory (``retake_index``, the outer lock held throughout).
 
 Each file is opened without following a symbolic link (one pointing outside
 would have its target truncated), created 0600 (another user who can open it
@@ -213,6 +214,28 @@ class WriterLock:
                 found = read_holder(f.path)
                 self.release()
                 raise IndexLocked(self.index, found[0] if found else None)
+
+    def retake_index(self) -> None:
+        """Lock the index's ``writer.lock`` again once it was removed (the directory deleted
+        under a running daemon), the lock beside the socket still held: the directory is
+        made anew, and nobody else could have written there meanwhile.  ``IndexLocked``
+        when another writer took it all the same (one that takes no outer lock)."""
+        self._inner.release()  # the removed file's descriptor
+        try:
+            self._make_dir()
+            locked = self._inner.lock(self.what)
+        except BaseException:
+            self.release()
+            raise
+        if not locked:
+            found = read_holder(self.path)
+            self.release()
+            raise IndexLocked(self.index, found[0] if found else None)
+
+    def release_index(self) -> None:
+        """Let go of the index's ``writer.lock`` alone, keeping the lock beside the socket
+        (for ``retake_index``)."""
+        self._inner.release()
 
     def problem(self) -> str | None:
         """Why this holder must not write any more (its ``writer.lock`` is gone), or None."""
