@@ -58,6 +58,17 @@ class NotAGitRepo(RepoError):
         super().__init__(f"not inside a git repository: {path}")
 
 
+class SourceMissing(RepoError):
+    """A source's repository is no longer where it was indexed from (moved or deleted)."""
+
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        super().__init__(
+            f"{repo}: the repository is gone (moved or deleted?); what was indexed stays "
+            f"searchable: put it back, or `codechunkd remove {repo}` and add its new place"
+        )
+
+
 class RefNotFound(RepoError):
     def __init__(self, repo: str, ref: str) -> None:
         self.repo = repo

@@ -55,6 +55,8 @@ class SourceRuntime:
     unsaved: set[str] = dataclasses.field(default_factory=set)
     """Edited paths whose sync failed: they wait for the retry (counted as pending)."""
     retry_at: float | None = None
+    missing: bool = False
+    """The repository was gone at the last sync (``writer.present``)."""
 
     @property
     def id(self) -> str:

@@ -137,8 +137,10 @@ def render_text(doc: Mapping[str, Any]) -> str:
         lines.append("  nothing indexed yet: run `codechunkd run PATH` or `codechunkd index PATH`")
     for s in sources:
         lines.append(f"  {s['repo']}  [{source_label(s)}]")
+        unread = s.get("head_branch") == "?"  # the repository could not be read (gone?)
+        head = "?" if unread else (s.get("head") or "unborn")[:10]
         lines.append(
-            f"    branch {s.get('head_branch')}, HEAD {(s.get('head') or 'unborn')[:10]}, "
+            f"    branch {s.get('head_branch')}, HEAD {head}, "
             f"indexed {(s.get('commit') or 'unborn')[:10]} on {s.get('branch')}"
         )
         lines.append(

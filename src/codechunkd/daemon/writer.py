@@ -23,7 +23,8 @@ from codechunkd import logs
 from codechunkd.daemon.debounce import Level, Pending, Task, Work
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
 from codechunkd.daemon.sources import apply_reload
-from codechunkd.errors import CodechunkdError, StoreError
+from codechunkd.errors import CodechunkdError, SourceMissing, StoreError
+from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.progress import SyncProgress
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.lease import writer_problem
@@ -72,14 +73,17 @@ def sync(service: Daemon, rt: SourceRuntime, pending: Pending) -> None:
     assert service.syncer is not None
     level = pending.level
     kwargs: dict[str, Any] = {}
-    if level is Level.PATHS:
+    try:
+        present(service, rt)
+        head = rt.git.head() if level is Level.HEAD else None
+    except Exception as exc:  # noqa: BLE001 - as a failed sync: logged, counted, retried
+        _failed(service, rt, pending, exc)
+        return
+    same_head = head is not None and rt.indexed == (head.commit, head.branch)
+    if same_head and not pending.paths:
+        return  # another ref moved (a fetch): nothing to do
+    if level is Level.PATHS or same_head:
         kwargs["paths"] = sorted(pending.paths)
-    elif level is Level.HEAD:
-        head = rt.git.head()
-        if rt.indexed == (head.commit, head.branch):
-            if not pending.paths:
-                return  # another ref moved (a fetch): nothing to do
-            kwargs["paths"] = sorted(pending.paths)
     elif level is Level.FULL:
         kwargs["full"] = True
     if level >= Level.RESCAN and rt.watch is not None:
@@ -102,15 +106,7 @@ def sync(service: Daemon, rt: SourceRuntime, pending: Pending) -> None:
             **kwargs,
         )
     except Exception as exc:  # noqa: BLE001 - logged, counted, retried with back-off
-        rt.errors += 1
-        rt.consecutive_failures += 1
-        rt.last_error = str(exc) or type(exc).__name__
-        rt.failing = rt.last_error
-        rt.unsaved |= pending.paths
-        backoff = min(300.0, 2.0 ** min(rt.consecutive_failures, 9))
-        rt.retry_at = service.clock() + backoff
-        log.error("sync_failed", repo=rt.git.source.repo, error=rt.last_error, retry_s=backoff)
-        service.wake.set()
+        _failed(service, rt, pending, exc)
         return
     finally:
         rt.busy_since = None
@@ -119,6 +115,42 @@ def sync(service: Daemon, rt: SourceRuntime, pending: Pending) -> None:
     if report.fill_paused:  # its vector fill gave way: taken up again after what waits
         service.queue.put(rt.id, urgent=True)
     _synced(service, rt, pending, lag_ms, report)
+
+
+def _failed(service: Daemon, rt: SourceRuntime, pending: Pending, exc: Exception) -> None:
+    """A sync that failed: counted, its paths kept for the retry, retried with back-off."""
+    rt.errors += 1
+    rt.consecutive_failures += 1
+    rt.last_error = str(exc) or type(exc).__name__
+    rt.failing = rt.last_error
+    rt.unsaved |= pending.paths
+    backoff = min(300.0, 2.0 ** min(rt.consecutive_failures, 9))
+    rt.retry_at = service.clock() + backoff
+    log.error("sync_failed", repo=rt.git.source.repo, error=rt.last_error, retry_s=backoff)
+    service.wake.set()
+
+
+def present(service: Daemon, rt: SourceRuntime) -> None:
+    """``SourceMissing`` when the source's repository is gone (moved away, deleted, an
+    unmounted disk): its rows stay, the sync is retried with back-off.  One that is back
+    (moved back, cloned again) is opened and watched anew: the repository read before,
+    and the watches (which follow a moved folder), may be of another folder now."""
+    if rt.git.present() and not rt.missing:
+        return
+    repo = rt.git.source.repo
+    try:
+        git = GitSource(rt.spec.path, ref=rt.spec.ref)
+    except (CodechunkdError, ValueError):  # ValueError: pygit2 on an odd path
+        git = None
+    if git is None or git.source.id != rt.id or not git.present():
+        rt.missing = True
+        raise SourceMissing(repo)
+    rt.git = git
+    rt.missing = False
+    if service.watcher is not None:
+        service.watcher.remove(rt.id)
+        rt.watch = service.watcher.add(git.source)
+    log.info("source_back", repo=repo)
 
 
 def _synced(

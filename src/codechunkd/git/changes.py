@@ -229,6 +229,12 @@ class GitSource:
     def is_worktree(self) -> bool:
         return self.source.kind is SourceKind.WORKTREE
 
+    def present(self) -> bool:
+        """The repository is still where it was opened: not moved away or deleted (libgit2
+        reads it by path, and a missing one reads as an empty or broken repository)."""
+        workdir = self.repo.workdir
+        return os.path.isdir(self.repo.path) and (workdir is None or os.path.isdir(workdir))
+
     def _resolve_ref(self, ref: str | None) -> str:
         if ref is None:  # a bare repository without --ref follows its HEAD's branch
             head = self.repo.references.get("HEAD")
