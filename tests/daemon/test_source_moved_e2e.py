@@ -28,6 +28,9 @@ def _gone(d: Daemon) -> str | None:
 def test_a_repository_moved_away_and_back_then_cloned_again(
     repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
 ) -> None:
+    """Moved away: said gone (it failed with "head reference does not exist"), its rows
+    kept; moved back: its edit made while away is indexed; deleted and cloned again at
+    the same place: indexed, and the new folder's edits heard."""
     repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
     repo.commit("init")
     d = Daemon(tmp_path, index_dir, repo.path)
@@ -63,4 +66,35 @@ def test_a_repository_moved_away_and_back_then_cloned_again(
     d.searchable("beta marker ocelot", "b.py", "beta_marker_ocelot", 120)
     again.write("c.py", "def gamma_marker_heron():\n    return 3\n")  # heard by the new watch
     d.searchable("gamma marker heron", "c.py", "gamma_marker_heron", 60)
+    assert d.stop() == 0
+
+
+def test_a_listed_repository_missing_at_start_is_said_and_taken_up_when_back(
+    repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
+) -> None:
+    """A source of ``sources.json`` not there when the daemon starts (a disk not mounted
+    yet): ``status`` lists it, gone, with what the index holds of it (it said "nothing
+    indexed yet" and forgot it until a reload), and it is indexed and watched once back."""
+    repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
+    repo.commit("init")
+    added = cli("add", str(repo.path), "--index-dir", str(index_dir))
+    assert added.returncode == 0, added.stdout + added.stderr
+    indexed = cli("index", str(repo.path), "--index-dir", str(index_dir))
+    assert indexed.returncode == 0, indexed.stdout + indexed.stderr
+    away = tmp_path / "away"
+    repo.path.rename(away)
+    d = Daemon(tmp_path, index_dir)
+    daemons.append(d)
+    d.wait_notify("READY=1")
+    said = wait_for(lambda: _gone(d), "the missing source said gone", 60)
+    assert f"{repo.path}: the repository is gone" in said
+    status = cli("status", "--index-dir", str(index_dir))
+    assert status.returncode == 11, status.stdout + status.stderr  # degraded
+    assert f"{repo.path}  [" in status.stdout and "1 files, " in status.stdout, status.stdout
+
+    away.rename(repo.path)
+    d.searchable("handle request", "app.py", "alpha_marker", 60)
+    wait_for(lambda: not _source(d).get("failing"), "the failure cleared", 60)
+    repo.write("b.py", "def beta_marker_ocelot():\n    return 2\n")  # heard: it is watched
+    d.searchable("beta marker ocelot", "b.py", "beta_marker_ocelot", 60)
     assert d.stop() == 0

@@ -148,6 +148,8 @@ class Task(StrEnum):
     """Apply settings and sources re-read on SIGHUP or ``codechunkd add``."""
     SUMMARIES = "summaries"
     """Write the summaries the scheduler fetched."""
+    SOURCES = "sources"
+    """Try again the sources that could not be opened (``sources.retry_unavailable``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -95,6 +95,7 @@ class Daemon(Protocol):
     paths: IndexPaths
     lock: WriterGuard
     sources: dict[str, SourceRuntime]
+    unavailable: dict[SourceSpec, str]
     reload_requested: bool
     ready: threading.Event
     wake: threading.Event

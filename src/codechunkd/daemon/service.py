@@ -58,7 +58,7 @@ from codechunkd import logs
 from codechunkd.config.settings import Settings
 from codechunkd.daemon import scheduling, serving, snapshot, sources, writer
 from codechunkd.daemon.control import ControlServer, SourceSpec, write_sources
-from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level
+from codechunkd.daemon.debounce import ChangeQueue, Debouncer, Level, Task
 from codechunkd.daemon.embedder_lock import Clock, LockedEmbedder
 from codechunkd.daemon.jobs import Upkeep
 from codechunkd.daemon.runtime import RerankTally, SourceRuntime
@@ -115,6 +115,10 @@ class Service:
         self.paths = IndexPaths.of(settings)
         self.lock = lock or writer_lock(self.paths, what="codechunkd run")
         self.sources: dict[str, SourceRuntime] = {}
+        self.unavailable: dict[SourceSpec, str] = {}
+        """Sources that could not be opened, and why: tried again (``_retry_unavailable``)."""
+        self._unavailable_tries = 0
+        self._unavailable_at = 0.0
         self.listed: list[SourceSpec] = []
         """``sources.json``'s sources as last read (``sources.specs``), carried to a new
         index directory when this one is deleted (``again``)."""
@@ -332,6 +336,7 @@ class Service:
             if self.upkeep is not None:
                 self.upkeep.run_soon("summaries")  # the backlog of the first reconcile
         now = self.clock()
+        self._retry_unavailable(now)
         for rt in list(self.sources.values()):
             if rt.retry_at is not None and rt.retry_at <= now:
                 rt.retry_at = None
@@ -340,6 +345,19 @@ class Service:
             self.notifier.status(self.status_line())
         if self.notifier.watchdog_interval and snapshot.writer_healthy(self):
             self.notifier.ping()
+
+    def _retry_unavailable(self, now: float) -> None:
+        """Have the writer try the sources that could not be opened again, with back-off
+        (2 s, doubling, at most 5 minutes) while any is left."""
+        if not self.unavailable:
+            self._unavailable_tries = 0
+            return
+        if now < self._unavailable_at:
+            return
+        if self._unavailable_tries:  # not at once: add_source has just tried
+            self.queue.submit(Task.SOURCES)
+        self._unavailable_tries += 1
+        self._unavailable_at = now + min(300.0, 2.0 ** min(self._unavailable_tries, 9))
 
     def shutdown(self) -> bool:
         """Stop intake, finish or abandon the batch in flight, release.  True: abandoned."""

@@ -10,9 +10,10 @@ writes nothing but ``index_size``; it must not wait on the writer or the model.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from codechunkd.daemon.control import SourceSpec
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
 from codechunkd.daemon.status import (
     DaemonSnapshot,
@@ -78,9 +79,13 @@ def snapshot(service: Daemon, *, read_git: bool = True) -> StatusSnapshot:
     if read_git:
         doc = read_state_file(service.paths.state_file) or {}
         stored = {s.get("source"): s for s in doc.get("sources", [])}
+    served = list(service.sources.values())
     sources = tuple(
-        _source_snapshot(service, rt, stored.get(rt.id), now, read_git=read_git)
-        for rt in list(service.sources.values())
+        _source_snapshot(service, rt, stored.get(rt.id), now, read_git=read_git) for rt in served
+    ) + tuple(  # then those not opened (one just opened is in both for an instant)
+        _unavailable_snapshot(spec, why, stored.values())
+        for spec, why in list(service.unavailable.items())
+        if spec not in {rt.spec for rt in served}
     )
     summaries: dict[str, Any] = {"enabled": False, "backlog": None}
     if service.summarizer is not None and read_git:
@@ -137,6 +142,24 @@ def rerank(service: Daemon, now: float) -> dict[str, Any] | None:
         "last_error": why,
         "last_failed_s_ago": round(now - at, 1) if at is not None else None,
     }
+
+
+def _unavailable_snapshot(
+    spec: SourceSpec, why: str, stored: Iterable[Mapping[str, Any]]
+) -> SourceSnapshot:
+    """A source the daemon could not open (gone, not a repository): what the index holds
+    of it (its ``state.json`` entry, found by path), and why (``failing``)."""
+    record = next(
+        (r for r in stored if r.get("repo") == spec.path and r.get("ref") == spec.ref), None
+    )
+    return SourceSnapshot(
+        record=record or {"repo": spec.path, "ref": spec.ref, "files": 0, "chunks": 0},
+        head=None,
+        head_branch="?",
+        live=True,
+        failing=why,
+        last_error=why,
+    )
 
 
 def _source_snapshot(

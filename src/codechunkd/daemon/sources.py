@@ -11,6 +11,7 @@ must not sync anything itself (``writer.py``) nor touch threads (``service.py``)
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from codechunkd import logs
 from codechunkd.daemon.control import SourceSpec, merge_sources, read_sources
 from codechunkd.daemon.debounce import Level, Task
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
-from codechunkd.errors import CodechunkdError, ConfigError
+from codechunkd.errors import CodechunkdError, ConfigError, SourceMissing
 from codechunkd.git.changes import GitSource
 
 log = logs.get_logger("codechunkd.daemon")
@@ -33,15 +34,21 @@ def specs(service: Daemon) -> list[SourceSpec]:
 
 
 def add_source(service: Daemon, spec: SourceSpec, *, strict: bool = False) -> None:
-    """Watch ``spec`` and queue its first reconcile; ``strict``: a bad path raises."""
+    """Watch ``spec`` and queue its first reconcile; ``strict``: a bad path raises.  One
+    that cannot be opened (not there: a disk not mounted yet, a folder moved) is kept in
+    ``service.unavailable``, shown by ``status`` and tried again (``retry_unavailable``)."""
     try:
         git = GitSource(spec.path, ref=spec.ref)
     except (CodechunkdError, ValueError) as exc:  # ValueError: a NUL, a lone surrogate
         if strict:
             raise
-        log.error("source_unavailable", source=str(spec), error=str(exc))
+        why = str(SourceMissing(spec.path)) if not os.path.lexists(spec.path) else str(exc)
+        if service.unavailable.get(spec) != why:
+            log.error("source_unavailable", source=str(spec), error=why)
+        service.unavailable[spec] = why
         return
     if git.source.id in service.sources:
+        service.unavailable.pop(spec, None)
         return
     rt = SourceRuntime(spec=spec, git=git)
     state = service.store.state(git.source.id) if service.store else None
@@ -50,7 +57,16 @@ def add_source(service: Daemon, spec: SourceSpec, *, strict: bool = False) -> No
     assert service.watcher is not None
     rt.watch = service.watcher.add(git.source)
     service.sources[rt.id] = rt
+    if service.unavailable.pop(spec, None) is not None:  # after: status always lists it
+        log.info("source_back", repo=git.source.repo)
     service.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+
+
+def retry_unavailable(service: Daemon) -> None:
+    """Try again to open the sources that could not be (the writer's ``Task.SOURCES``, which
+    the main loop queues with back-off while any is left)."""
+    for spec in list(service.unavailable):
+        add_source(service, spec)
 
 
 def remove_source(service: Daemon, source_id: str) -> None:
@@ -117,6 +133,9 @@ def apply_reload(service: Daemon) -> None:
     for spec, sid in have.items():
         if spec not in wanted:
             remove_source(service, sid)
+    for spec in list(service.unavailable):
+        if spec not in wanted:
+            del service.unavailable[spec]
     for spec in wanted:
         if spec not in have:
             add_source(service, spec)

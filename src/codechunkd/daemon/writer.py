@@ -22,7 +22,7 @@ import structlog
 from codechunkd import logs
 from codechunkd.daemon.debounce import Level, Pending, Task, Work
 from codechunkd.daemon.runtime import Daemon, SourceRuntime
-from codechunkd.daemon.sources import apply_reload
+from codechunkd.daemon.sources import apply_reload, retry_unavailable
 from codechunkd.errors import CodechunkdError, SourceMissing, StoreError
 from codechunkd.git.changes import GitSource
 from codechunkd.pipeline.progress import SyncProgress
@@ -217,6 +217,8 @@ def run_task(service: Daemon, task: Task) -> None:
             log.error("model_warmup_failed", error=str(exc))
     elif task is Task.RELOAD:
         apply_reload(service)
+    elif task is Task.SOURCES:
+        retry_unavailable(service)
     elif task is Task.SUMMARIES:
         run, service.summary_run = service.summary_run, None
         if run is not None and service.summarizer is not None:
