@@ -11,6 +11,7 @@ or watch anything itself.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Any
@@ -56,6 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
     common.refuse_damaged(paths)  # as `index` does: its writer would fail, or hang on a FIFO
     from codechunkd.daemon.service import Service
+    from codechunkd.heap import release_freed_memory
 
     service = Service(settings, specs=specs, load_settings=lambda: common.settings(args))
     if not service.specs():
@@ -76,6 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not service.restart:
             return code
         service = service.again()  # its index directory was deleted: index anew, same pid
+        gc.collect()  # the old one's model and tables, before the new one loads its own
+        release_freed_memory()
 
 
 def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:
