@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from codechunkd.daemon.control import SourceSpec
 from codechunkd.daemon.jobs import Upkeep
+from codechunkd.daemon.snapshot import _unavailable_snapshot
 from codechunkd.daemon.status import (
     EXIT_DEGRADED,
     EXIT_STALE,
@@ -212,3 +214,23 @@ def test_the_last_batch_says_what_came_from_the_seed_and_why_a_seed_was_skipped(
     )
     text = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=(skipped,))))
     assert "seed skipped: no index at /x" in text
+
+
+def test_a_source_not_opened_shows_what_the_index_holds_of_it() -> None:
+    """A listed source the daemon could not open is listed with its own recorded entry
+    (found by path, and by ref: ``main`` is ``refs/heads/main``), degraded, and ``HEAD ?``;
+    another ref's entry of the same repository is not taken for it."""
+    tree = dict(RECORD, source="t", ref=None, files=7)
+    main = dict(RECORD, source="m", ref="refs/heads/main", files=3)
+    why = "/src/app: the repository is gone (moved or deleted?)"
+    for spec, files in (
+        (SourceSpec(path="/src/app"), 7),
+        (SourceSpec(path="/src/app", ref="main"), 3),
+    ):
+        s = _unavailable_snapshot(spec, why, [main, tree])
+        assert s.record["files"] == files and s.failing == why
+    missing = _unavailable_snapshot(SourceSpec(path="/src/app", ref="dev"), why, [main, tree])
+    assert missing.record["files"] == 0
+    text = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=(s,))))
+    assert "/src/app  [stale, degraded]" in text, text
+    assert "branch ?, HEAD ?, indexed" in text and f"failing: {why}" in text, text

@@ -149,9 +149,7 @@ def _unavailable_snapshot(
 ) -> SourceSnapshot:
     """A source the daemon could not open (gone, not a repository): what the index holds
     of it (its ``state.json`` entry, found by path), and why (``failing``)."""
-    record = next(
-        (r for r in stored if r.get("repo") == spec.path and r.get("ref") == spec.ref), None
-    )
+    record = next((r for r in stored if r.get("repo") == spec.path and _same_ref(r, spec)), None)
     return SourceSnapshot(
         record=record or {"repo": spec.path, "ref": spec.ref, "files": 0, "chunks": 0},
         head=None,
@@ -160,6 +158,15 @@ def _unavailable_snapshot(
         failing=why,
         last_error=why,
     )
+
+
+def _same_ref(record: Mapping[str, Any], spec: SourceSpec) -> bool:
+    """A recorded source follows the ref ``spec`` names (``main`` is ``refs/heads/main``),
+    or both follow the working tree."""
+    ref = record.get("ref")
+    if spec.ref is None or ref is None:
+        return spec.ref is None and ref is None
+    return bool(ref == spec.ref or str(ref).endswith("/" + spec.ref))
 
 
 def _source_snapshot(
