@@ -262,7 +262,7 @@ class Service:
         self.summarizer = scheduling.open_summaries(self)
         self.watcher = make_watcher(self.queue.put, backend=d.watcher, max_watches=d.max_watches)
         for spec in self.specs():
-            sources.add_source(self, spec, strict=spec in self.cli_specs)
+            sources.add_source(self, spec, strict=spec in self.cli_specs and not self._retake)
         self.watcher.start()
         self.control = ControlServer(
             self.paths.socket,
