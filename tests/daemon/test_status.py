@@ -234,3 +234,13 @@ def test_a_source_not_opened_shows_what_the_index_holds_of_it() -> None:
     text = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=(s,))))
     assert "/src/app  [stale, degraded]" in text, text
     assert "branch ?, HEAD ?, indexed" in text and f"failing: {why}" in text, text
+
+
+def test_a_daemon_that_follows_nothing_says_so_not_that_nothing_is_indexed() -> None:
+    """A running daemon with no sources (the last one removed: its rows stay) says it
+    follows none and how to add one; with no daemon, an empty index is "nothing indexed"."""
+    running = render_text(document(StatusSnapshot(daemon=daemon(), index="/i", sources=())))
+    assert "no sources followed: `codechunkd add PATH` adds one" in running, running
+    assert "nothing indexed yet" not in running
+    stopped = render_text(document(StatusSnapshot(daemon=None, index="/i", sources=())))
+    assert "nothing indexed yet" in stopped, stopped

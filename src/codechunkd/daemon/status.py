@@ -133,7 +133,9 @@ def render_text(doc: Mapping[str, Any]) -> str:
     size = doc.get("index_bytes")
     lines.append(f"index: {doc.get('index')}" + (f" ({size / 1e6:.1f} MB)" if size else ""))
     sources = doc.get("sources") or []
-    if not sources:
+    if not sources and "uptime_s" in d:  # a daemon answered: it follows nothing now
+        lines.append("  no sources followed: `codechunkd add PATH` adds one")
+    elif not sources:
         lines.append("  nothing indexed yet: run `codechunkd run PATH` or `codechunkd index PATH`")
     for s in sources:
         lines.append(f"  {s['repo']}  [{source_label(s)}]")
