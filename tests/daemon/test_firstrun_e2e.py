@@ -7,6 +7,7 @@ that, and a killed `codechunkd index` must not lose the vectors it computed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from tests.conftest import Repo, scaled, wait_for
 from tests.daemon.test_service_e2e import EXE, Daemon, cli
+from tests.test_mcp import stdio_session
 
 from codechunkd.chunking.chunker import chunk
 from codechunkd.chunking.languages import detect_language
@@ -60,8 +62,9 @@ def stdlib_repo(repo: Repo, files: int) -> list[str]:
 def test_a_search_while_the_files_are_written_is_partial(
     repo: Repo, tmp_path: Path, index_dir: Path
 ) -> None:
-    """While a first index writes its files, a search answers what is written and says so:
-    ``partial`` counts the files in the table against the sync's. The instant is held (the
+    """While a first index writes its files, a search answers what is written and says so
+    (the CLI's and the MCP tool's): ``partial`` counts the files in the table against the
+    sync's. The instant is held (the
     first batch written, the sync stopped there), not raced: 300 files are written in a few
     seconds on a fast machine."""
     stdlib_repo(repo, 300)
@@ -82,8 +85,19 @@ def test_a_search_while_the_files_are_written_is_partial(
         found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
         assert found.returncode == 0, found.stderr
         assert found.stdout.startswith(f"partial: {partial['files_done']}/300 files"), found.stdout
+        said = asyncio.run(_mcp_search(index_dir, tmp_path / "mcp.log", "parse the arguments"))
+        assert "from the running daemon" in said, said  # an agent is told, as a person is
+        assert f"Partial: {partial['files_done']}/300 files indexed so far" in said, said
     finally:
         d.kill()
+
+
+async def _mcp_search(index_dir: Path, log: Path, query: str) -> str:
+    """The MCP ``search`` tool's text, through the SDK's own client."""
+    async with stdio_session(index_dir, log) as session:
+        result = await session.call_tool("search", {"query": query, "k": 5})
+        assert not result.is_error
+        return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
 def test_daemon_serves_status_and_search_while_a_cold_index_runs(

@@ -120,13 +120,6 @@ def _search_via_daemon(args: argparse.Namespace, req: SearchRequest) -> dict[str
     return answer
 
 
-def _partial_note(partial: dict[str, Any]) -> str:
-    """``partial: 412/1,765 files indexed so far (a first index is running)``."""
-    done, total = partial.get("files_done", 0), partial.get("files_total", 0)
-    counted = f"{done:,}/{total:,} files" if total else "the first files"
-    return f"partial: {counted} indexed so far (a first index is running; results may be missing)"
-
-
 def _coverage_notes(answer: dict[str, Any] | None) -> list[str]:
     """``note: ...`` (a search answered without its query vector, and why) and the coverage
     while it is incomplete (``coverage: text 2,303/2,303 chunks · vectors 412/2,303``)."""
@@ -190,7 +183,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits, answer = _search_here(common.settings(args), req)
     out = sys.stderr if args.json else sys.stdout  # stdout keeps its shape under --json
     if partial:
-        out.write(_partial_note(partial) + "\n")
+        from codechunkd.daemon.status import partial_text
+
+        out.write(f"partial: {partial_text(partial)}\n")
     for line in _coverage_notes(answer):
         out.write(line + "\n")
     if args.json:

@@ -104,6 +104,16 @@ def _when(stamp: object) -> str:
     return f"{_ago(ago)} ({at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
 
 
+def _heads_text(s: Mapping[str, Any]) -> str:
+    """``branch main, HEAD 1a2b3c4d5e, indexed 1a2b3c4d5e on main``; ``HEAD ?`` when the
+    repository could not be read (gone), not ``unborn``."""
+    head = "?" if s.get("head_branch") == "?" else (s.get("head") or "unborn")[:10]
+    return (
+        f"branch {s.get('head_branch')}, HEAD {head}, "
+        f"indexed {(s.get('commit') or 'unborn')[:10]} on {s.get('branch')}"
+    )
+
+
 def render_text(doc: Mapping[str, Any]) -> str:
     d = doc.get("daemon") or {}
     lines = []
@@ -139,12 +149,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
         lines.append("  nothing indexed yet: run `codechunkd run PATH` or `codechunkd index PATH`")
     for s in sources:
         lines.append(f"  {s['repo']}  [{source_label(s)}]")
-        unread = s.get("head_branch") == "?"  # the repository could not be read (gone?)
-        head = "?" if unread else (s.get("head") or "unborn")[:10]
-        lines.append(
-            f"    branch {s.get('head_branch')}, HEAD {head}, "
-            f"indexed {(s.get('commit') or 'unborn')[:10]} on {s.get('branch')}"
-        )
+        lines.append(f"    {_heads_text(s)}")
         lines.append(
             f"    {s.get('files', 0):,} files, {s.get('chunks', 0):,} chunks, "
             f"{len(s.get('dirty') or {})} dirty files, updated {_when(s.get('updated_at'))}"
@@ -213,6 +218,14 @@ def skipped_text(skipped: Mapping[str, int]) -> str:
     """``not indexed: compiled 212, lockfile 1``: the files' ``skip_reason``, as
     ``codechunkd index`` prints its ``skipped``."""
     return "not indexed: " + ", ".join(f"{k} {v:,}" for k, v in sorted(skipped.items()))
+
+
+def partial_text(partial: Mapping[str, Any]) -> str:
+    """``412/1,765 files indexed so far (a first index is running; results may be missing)``:
+    a daemon's ``partial`` answer, as ``search`` and the MCP ``search`` tool say it."""
+    done, total = partial.get("files_done", 0), partial.get("files_total", 0)
+    counted = f"{done:,}/{total:,} files" if total else "the first files"
+    return f"{counted} indexed so far (a first index is running; results may be missing)"
 
 
 def truncated_text(count: int) -> str:

@@ -159,7 +159,7 @@ class Backend:
             req = dataclasses.replace(req, repo=self.repo_of(req.repo))
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
-            about = {k: answer[k] for k in ("coverage", "note") if answer.get(k)}
+            about = {k: answer[k] for k in ("coverage", "note", "partial") if answer.get(k)}
             return answer["hits"], "daemon", about
         if isinstance(answer, dict) and answer.get("error"):
             raise ToolFailure(f"the daemon could not search: {answer['error']}")

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codechunkd.chunking.snippet import dedent
+from codechunkd.daemon.status import partial_text
 from codechunkd.display import called_by, one_line, printable
 from codechunkd.storage.request import shown
 
@@ -78,6 +79,8 @@ def render_hits(
     about = about or {}
     if about.get("note"):
         lines.append(f"Note: {printable(str(about['note']))}.")
+    if isinstance(about.get("partial"), Mapping):
+        lines.append(f"Partial: {partial_text(about['partial'])}.")
     cov = about.get("coverage") or {}
     if cov.get("vector_chunks", 0) < cov.get("text_chunks", 0):
         lines.append(f"Coverage: {cov.get('text')} (a first index is filling in vectors).")
