@@ -4,6 +4,7 @@ daemon takes it up again once it is back, watching the folder now at the path.""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import Repo, wait_for
 from tests.daemon.test_service_e2e import Daemon, cli
+from tests.test_mcp import stdio_session
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +27,21 @@ def _gone(d: Daemon) -> str | None:
     return failing if "the repository is gone" in failing else None
 
 
+async def _mcp_status(index_dir: Path, log: Path) -> str:
+    """The MCP ``status`` tool's text, through the SDK's own client."""
+    async with stdio_session(index_dir, log) as session:
+        result = await session.call_tool("status", {})
+        assert not result.is_error
+        return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
 def test_a_repository_moved_away_and_back_then_cloned_again(
     repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
 ) -> None:
-    """Moved away: said gone (it failed with "head reference does not exist"), its rows
-    kept; moved back: its edit made while away is indexed; deleted and cloned again at
-    the same place: indexed, and the new folder's edits heard."""
+    """Moved away: said gone (it failed with "head reference does not exist"), by
+    ``status`` and the MCP ``status`` tool, its rows kept; moved back: its edit made while
+    away is indexed; deleted and cloned again at the same place: indexed, and the new
+    folder's edits heard."""
     repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
     repo.commit("init")
     d = Daemon(tmp_path, index_dir, repo.path)
@@ -48,6 +59,8 @@ def test_a_repository_moved_away_and_back_then_cloned_again(
     assert d.status()["daemon"]["state"] == "degraded"
     status = cli("status", "--index-dir", str(index_dir))
     assert "branch ?, HEAD ?," in status.stdout, status.stdout  # not "HEAD unborn"
+    mcp = asyncio.run(_mcp_status(index_dir, tmp_path / "mcp.log"))  # an agent is told too
+    assert "branch ?, HEAD ?, indexed " in mcp and f"FAILING: {said}" in mcp, mcp
     assert "alpha_marker" in "".join(h["content"] for h in d.hits("handle request"))
 
     away.rename(repo.path)  # put back: its edit (made while away) is indexed

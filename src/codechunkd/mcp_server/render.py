@@ -191,6 +191,7 @@ def short_status(doc: Mapping[str, Any]) -> dict[str, Any]:
                 "chunks": s.get("chunks", 0),
                 "vector_chunks": s.get("vector_chunks"),
                 "state": s.get("state"),
+                "failing": s.get("failing"),
             }
         )
     return {"daemon": d.get("state", "stopped"), "index": doc.get("index"), "sources": sources}
@@ -205,10 +206,12 @@ def render_status(doc: Mapping[str, Any]) -> str:
         ]
     else:
         lines = [f"daemon: {short['daemon']} (the index follows edits and commits live)"]
-    if not short["sources"]:
+    if not short["sources"] and short["daemon"] != "stopped":
+        lines.append("no sources followed: `codechunkd add PATH` adds one")
+    elif not short["sources"]:
         lines.append("nothing indexed yet: run `codechunkd run PATH`")
     for s in short["sources"]:
-        head = (s["head"] or "unborn")[:10]
+        head = "?" if s["branch"] == "?" else (s["head"] or "unborn")[:10]  # ?: not read
         indexed = (s["indexed"] or "unborn")[:10]
         word = "fresh" if s["fresh"] else "INDEXING" if s["indexing"] else "STALE"
         line = f"{s['repo']}: {word}; branch {s['branch']}, HEAD {head}, indexed {indexed}"
@@ -227,6 +230,8 @@ def render_status(doc: Mapping[str, Any]) -> str:
                 "(search ranks the others by their full text)"
             )
         line += f"; {s['files']:,} files, {s['chunks']:,} chunks"
+        if s["failing"]:  # its syncs fail (the repository gone, …): retried, rows kept
+            line += f"; FAILING: {printable(str(s['failing']))}"
         lines.append(line)
     return "\n".join(lines)
 
