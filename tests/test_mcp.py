@@ -86,6 +86,14 @@ async def stdio_session(
             yield session
 
 
+async def tool_text(index_dir: Path, log: Path, tool: str, **args: Any) -> str:
+    """One tool's text answer from a server started for it (the SDK's stdio client)."""
+    async with stdio_session(index_dir, log) as session:
+        result = await session.call_tool(tool, args)
+        assert not result.is_error, text(result)
+        return text(result)
+
+
 async def call(session: ClientSession, tool: str, **args: Any) -> CallToolResult:
     return await session.call_tool(tool, args)
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from tests.conftest import Repo, scaled, wait_for
 from tests.daemon.test_service_e2e import EXE, Daemon, cli
-from tests.test_mcp import stdio_session
+from tests.test_mcp import tool_text
 
 from codechunkd.chunking.chunker import chunk
 from codechunkd.chunking.languages import detect_language
@@ -85,19 +85,13 @@ def test_a_search_while_the_files_are_written_is_partial(
         found = cli("search", "parse the arguments", "--index-dir", str(index_dir))
         assert found.returncode == 0, found.stderr
         assert found.stdout.startswith(f"partial: {partial['files_done']}/300 files"), found.stdout
-        said = asyncio.run(_mcp_search(index_dir, tmp_path / "mcp.log", "parse the arguments"))
+        said = asyncio.run(
+            tool_text(index_dir, tmp_path / "mcp.log", "search", query="parse the arguments", k=5)
+        )
         assert "from the running daemon" in said, said  # an agent is told, as a person is
         assert f"Partial: {partial['files_done']}/300 files indexed so far" in said, said
     finally:
         d.kill()
-
-
-async def _mcp_search(index_dir: Path, log: Path, query: str) -> str:
-    """The MCP ``search`` tool's text, through the SDK's own client."""
-    async with stdio_session(index_dir, log) as session:
-        result = await session.call_tool("search", {"query": query, "k": 5})
-        assert not result.is_error
-        return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
 def test_daemon_serves_status_and_search_while_a_cold_index_runs(

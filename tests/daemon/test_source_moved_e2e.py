@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import Repo, wait_for
 from tests.daemon.test_service_e2e import Daemon, cli
-from tests.test_mcp import stdio_session
+from tests.test_mcp import tool_text
 
 pytestmark = pytest.mark.slow
 
@@ -25,14 +25,6 @@ def _source(d: Daemon) -> dict[str, Any]:
 def _gone(d: Daemon) -> str | None:
     failing = _source(d).get("failing") or ""
     return failing if "the repository is gone" in failing else None
-
-
-async def _mcp_status(index_dir: Path, log: Path) -> str:
-    """The MCP ``status`` tool's text, through the SDK's own client."""
-    async with stdio_session(index_dir, log) as session:
-        result = await session.call_tool("status", {})
-        assert not result.is_error
-        return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
 def test_a_repository_moved_away_and_back_then_cloned_again(
@@ -59,7 +51,7 @@ def test_a_repository_moved_away_and_back_then_cloned_again(
     assert d.status()["daemon"]["state"] == "degraded"
     status = cli("status", "--index-dir", str(index_dir))
     assert "branch ?, HEAD ?," in status.stdout, status.stdout  # not "HEAD unborn"
-    mcp = asyncio.run(_mcp_status(index_dir, tmp_path / "mcp.log"))  # an agent is told too
+    mcp = asyncio.run(tool_text(index_dir, tmp_path / "mcp.log", "status"))  # an agent is told too
     assert "branch ?, HEAD ?, indexed " in mcp and f"FAILING: {said}" in mcp, mcp
     assert "alpha_marker" in "".join(h["content"] for h in d.hits("handle request"))
 
