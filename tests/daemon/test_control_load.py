@@ -21,6 +21,7 @@ from tests.daemon.test_service_e2e import Daemon, cli
 from codechunkd.config import Settings
 from codechunkd.daemon.control import ControlServer, DaemonUnavailable, request
 from codechunkd.daemon.status import EXIT_STALLED
+from codechunkd.storage.crashpoints import HOLD_ENV, TRACE_ENV
 from codechunkd.storage.layout import IndexPaths, private_dir
 from codechunkd.storage.lease import writer_lock
 
@@ -215,6 +216,31 @@ def test_index_directory_deleted_under_a_running_daemon_is_made_anew(
     said = "".join(d.messages)
     assert said.count("READY=1") == 2 and "RELOADING=1" in said, d.messages
     assert said.count("STOPPING=1") == 1, d.messages  # the SIGTERM's alone
+
+
+@pytest.mark.slow
+def test_index_deleted_under_a_batch_that_does_not_end_exits_15(
+    repo: Repo, tmp_path: Path, index_dir: Path, daemons: list[Daemon]
+) -> None:
+    """The index directory deleted while the writer is inside a batch that outlasts the
+    shutdown's wait (held there on purpose): that batch may still run, so the daemon does
+    not start again in its process; it exits 15, which systemd's ``Restart=on-failure``
+    restarts (exit 0, as before, it would not)."""
+    repo.write("app.py", "def handle_request():\n    return 'alpha_marker'\n")
+    repo.commit("init")
+    trace = tmp_path / "points.trace"
+    held = {HOLD_ENV: "write_batch.after:1", TRACE_ENV: str(trace)}
+    d = Daemon(tmp_path, index_dir, repo.path, env=held, shutdown_timeout_s="0.5")
+    daemons.append(d)
+    d.wait_notify("READY=1")
+    wait_for(
+        lambda: trace.exists() and "write_batch.after" in trace.read_text(),
+        "the first batch written, the writer held there",
+        60,
+    )
+    shutil.rmtree(index_dir)
+    assert d.proc.wait(timeout=scaled(60)) == 15, d.log.read_text()[-3000:]
+    assert d.events("index_directory_removed") and d.events("index_directory_removed_exiting")
 
 
 def test_connections_past_the_cap_wait_and_idle_ones_are_let_go(tmp_path: Path) -> None:

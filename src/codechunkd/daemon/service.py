@@ -202,7 +202,12 @@ class Service:
             finally:
                 self.abandoned = self.shutdown()
         if self.abandoned:  # the writer is inside a batch; its source's state says pending
-            return 130 if self.force_exit else 0
+            if self.force_exit:
+                return 130
+            lost = self.index_lost is not None and not self.signalled
+            if lost:  # no start again in this process: the service manager's, on exit 15
+                log.error("index_directory_removed_exiting", exit=LeaseLost.exit_code)
+            return LeaseLost.exit_code if lost else 0
         return LeaseLost.exit_code if self.lease_lost else 0
 
     @property
