@@ -222,6 +222,12 @@ class FilesSettings:
     ``.d.ts`` whose last line names their source map (``//# sourceMappingURL=``;
     ``compiled``). ``false`` indexes them like any file (a repository whose only copy of some
     code is its build)."""
+    skip_data: bool = True
+    """Skip data files: tables (``.csv``, ``.tsv``, ``.psv``) and JSON (``.json``, ``.jsonl``,
+    ``.ndjson``, ``.geojson``) of 32 KiB or more (counted as ``data``): test vectors,
+    fixtures, code tables, SBOMs, whose hundreds of chunks cost embedding time and come up
+    among the code's hits. Manifests and configs (``package.json``, ``tsconfig.json``) are
+    smaller and indexed. ``false`` indexes data files like any file."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

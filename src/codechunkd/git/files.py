@@ -87,6 +87,24 @@ GENERATED_RULES = 3
 the index's fingerprint, so an index made under the old rules is re-planned once."""
 
 
+DATA_NAMES = (".csv", ".tsv", ".psv", ".json", ".jsonl", ".ndjson", ".geojson")
+"""Tables and JSON: settings and manifests when small, rows of data when large."""
+DATA_MIN_BYTES = 32 * 1024
+"""From this size such a file is data.  Of the 43 CSV, TSV and JSON files of 32 KiB or more
+on the machine this was measured on (the venv, the bench corpora, /usr/share, the standard
+library; docs/operations.md, Measured) none is code or settings: test vectors, ISO code
+tables, SBOMs, a tokenizer, package lists, checksums.  A manifest or a config is a few KiB."""
+DATA_RULES = 1
+"""Bumped when ``is_data`` decides differently: part of the index's fingerprint."""
+
+
+def is_data(path: str, size: int) -> bool:
+    """A data file (``data``): a CSV/TSV table or a JSON (Lines) file of ``DATA_MIN_BYTES``
+    or more.  A 285 KB SBOM made 215 chunks beside the 20 of the module it sat beside, and
+    came up among that module's hits, for an embedding bill ten times the code's."""
+    return size >= DATA_MIN_BYTES and path.rsplit("/", 1)[-1].lower().endswith(DATA_NAMES)
+
+
 def is_lock_file(path: str) -> bool:
     """A dependency lock file, by its name alone (``LOCK_FILES``, ``pylock.*.toml``)."""
     name = path.rsplit("/", 1)[-1].lower()

@@ -29,7 +29,7 @@ from codechunkd.git.changes import (
     GitSource,
     Matcher,
 )
-from codechunkd.git.files import GENERATED_RULES
+from codechunkd.git.files import DATA_RULES, GENERATED_RULES
 from codechunkd.pipeline.order import Rank, ordered, ranker
 from codechunkd.pipeline.report import SyncReport
 from codechunkd.storage.rows import FileRecord
@@ -55,6 +55,7 @@ def fingerprint(
         f"inc={s.files.include}",
         f"exc={s.files.exclude}",
         f"gen={s.files.skip_generated and GENERATED_RULES}",
+        f"data={s.files.skip_data and DATA_RULES}",
     ]
     base = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     versions = ",".join(f"{lang}={v}" for lang, v in sorted(languages.items()))

@@ -14,7 +14,7 @@ from codechunkd.chunking.languages import detect_language
 from codechunkd.chunking.tokens import counter_for
 from codechunkd.config.settings import Settings
 from codechunkd.git.changes import FileVersion, GitSource
-from codechunkd.git.files import as_text, generated, read_raw
+from codechunkd.git.files import as_text, generated, is_data, read_raw
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +59,8 @@ def prepare_bytes(
     build_output = generated(path, data) if settings.files.skip_generated else None
     if build_output:
         return Prepared(version=version, skip_reason=build_output)
+    if settings.files.skip_data and is_data(path, len(data)):
+        return Prepared(version=version, skip_reason="data")
     language = detect_language(path, data, settings.chunking.extensions)
     try:
         chunks = chunk(path, data, settings.chunking, language=language, count_tokens=count_tokens)
