@@ -110,7 +110,9 @@ def ok(result: CallToolResult) -> dict[str, Any]:
     return dict(data)
 
 
-def cli_search(index_dir: Path, query: str, *extra: str) -> list[dict[str, Any]]:
+def cli_search(
+    index_dir: Path, query: str, *extra: str, cwd: Path | None = None
+) -> list[dict[str, Any]]:
     done = subprocess.run(
         [EXE, "search", query, "--index-dir", str(index_dir), "--json", *extra],
         capture_output=True,
@@ -118,6 +120,7 @@ def cli_search(index_dir: Path, query: str, *extra: str) -> list[dict[str, Any]]
         env=_env(),
         timeout=120,
         check=False,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr
     hits: list[dict[str, Any]] = json.loads(done.stdout)
@@ -353,8 +356,9 @@ def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
     started in the worktree outlines and reads the worktree's file when no ``repo`` is
     given (it outlined both, the main checkout's first, and read the main checkout's chunk
     at that line), one started in the main checkout its own; one started elsewhere lists
-    both. ``definition`` and ``references`` give the copy in the server's checkout (its
-    ``repo``, and a chunk id that reads the checkout's own code)."""
+    both. ``definition``, ``references`` and ``search`` (and ``codechunkd search`` run in a
+    checkout) give the copy in the server's checkout (its ``repo``, and a chunk id that
+    reads the checkout's own code): search gave either, as its ids fell."""
     worktree = tmp_path / "worktree"
     indexed.git("worktree", "add", "-b", "other", str(worktree))
     (worktree / "pkg" / "text.py").write_text(WORKTREE_TEXT)
@@ -385,8 +389,18 @@ def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
                 assert body in read[0]["content"], read
                 uses = ok(await call(s, "references", name="haversine"))["uses"]  # in both
                 assert uses and {u["repo"] for u in uses} == {str(where)}, uses
+                hits = ok(await call(s, "search", query="haversine distance"))["hits"]
+                assert _copy_of(hits, "haversine") == str(where), hits  # its file, to open
+            hits = cli_search(index_dir, "haversine distance", cwd=where / "pkg")
+            assert _copy_of(hits, "haversine") == str(where), hits
 
     anyio.run(go)
+
+
+def _copy_of(hits: list[dict[str, Any]], symbol: str) -> str:
+    """The checkout of the one hit that is ``symbol`` (a chunk in both is one hit)."""
+    [repo] = [h["repo"] for h in hits if h["symbol"] == symbol]
+    return str(repo)
 
 
 def test_hostile_paths_and_repos_are_refused_in_one_line_and_repos_are_resolved(

@@ -16,7 +16,8 @@ from codechunkd.storage.search import Filters, Mode
 
 
 def test_json_round_trip_keeps_every_field() -> None:
-    """to_json then from_json gives the same value, through a real JSON encoding."""
+    """to_json then from_json gives the same value, through a real JSON encoding (the
+    control socket took no ``disable`` or ``enable``, which the docs said it did)."""
     req = SearchRequest(
         query="parse the config",
         k=7,
@@ -29,8 +30,13 @@ def test_json_round_trip_keeps_every_field() -> None:
         kind="function",
         context=True,
         stale=True,
+        disable=("glue",),
+        enable=("stub",),
+        prefer="/src/app-worktree",
     )
     assert req == SearchRequest.from_json(json.loads(json.dumps(req.to_json())))
+    # what a daemon from before them reads: no key it does not know when they are not given
+    assert set(SearchRequest(query="q").to_json()).isdisjoint({"disable", "enable", "prefer"})
 
 
 def test_reads_the_control_socket_document_the_cli_sends_today() -> None:
@@ -94,6 +100,9 @@ def test_modes_are_the_storage_modes() -> None:
         ({"query": "q", "limit": 5}, "unknown search option 'limit'"),
         ({"query": "q", "lang": "go", "language": "rust"}, "conflicting values for language"),
         ({"query": "q", "repo": "relative/dir"}, "repo must be an absolute path"),
+        ({"query": "q", "prefer": "."}, "prefer must be an absolute path"),
+        ({"query": "q", "prefer": "/r\udcfe"}, "prefer is not Unicode text"),
+        ({"query": "q", "disable": ["no_such_rule"]}, "unknown ranking rule 'no_such_rule'"),
         ({"query": "q", "path": ["*.py"]}, "path must be a non-empty string"),
         ({"query": "q", "context": "yes"}, "context must be true or false"),
         # a shell argument that is not UTF-8 (`search $'a\\xffb'`): a traceback from the

@@ -60,6 +60,7 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
                 "kind": args.kind,
                 "context": args.context,
                 "stale": args.stale,
+                "prefer": _here(args),
             }
         )
     except ConfigError as exc:
@@ -77,6 +78,18 @@ def _repo(args: argparse.Namespace) -> str | None:
         return None
     state = IndexPaths.of(common.settings(args)).state_file
     return common.indexed_repo(args.repo, indexed_roots(state))
+
+
+def _here(args: argparse.Namespace) -> str | None:
+    """The indexed repository the current folder is in (state.json: no LanceDB import):
+    of a chunk indexed in several checkouts, the copy there is shown, not another
+    checkout's file that a user in this one would open and edit by mistake."""
+    from codechunkd.storage.layout import IndexPaths
+    from codechunkd.storage.refviews import repository_of
+    from codechunkd.storage.statefile import indexed_roots
+
+    state = IndexPaths.of(common.settings(args)).state_file
+    return repository_of(".", indexed_roots(state))
 
 
 def _check_language(language: str | None, settings: Settings) -> None:

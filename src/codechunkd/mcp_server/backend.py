@@ -157,6 +157,7 @@ class Backend:
         vector) and a ``note`` when it went without its query vector."""
         if req.repo:
             req = dataclasses.replace(req, repo=self.repo_of(req.repo))
+        req = dataclasses.replace(req, prefer=self.checkout())  # its copy of a worktree's chunk
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
             about = {k: answer[k] for k in ("coverage", "note", "partial") if answer.get(k)}
@@ -170,6 +171,13 @@ class Backend:
         if notes:  # a reranker that failed
             found["note"] = "; ".join(notes)
         return [h.as_dict() for h in hits], "index", found
+
+    def checkout(self) -> str | None:
+        """The indexed repository the server runs in (the agent's checkout), from state.json
+        (no LanceDB import), or None."""
+        from codechunkd.storage.statefile import indexed_roots
+
+        return containing(os.getcwd(), indexed_roots(self.paths.state_file))
 
     def repo_of(self, repo: str) -> str:
         """The indexed repository an agent's ``repo`` (absolute) is, or is a folder of; an

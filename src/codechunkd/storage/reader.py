@@ -159,6 +159,7 @@ class Index:
             enable=frozenset(request.enable),
             reranker=self.reranker,
             notes=notes,
+            prefer=request.prefer,
         )
         if request.context:
             hits = self._with_callers(self.searcher.with_context(hits))

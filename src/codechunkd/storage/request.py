@@ -54,7 +54,10 @@ SHOWN_CHARS = 60
 """At most this much of a bad value is repeated in an error (then ``…``)."""
 FILTER_KEYS = ("repo", "branch", "commit", "path", "language", "kind")
 FLAG_KEYS = ("context", "stale")
-KEYS = frozenset({"query", "k", "mode", *FILTER_KEYS, *FLAG_KEYS})
+PATH_KEYS = ("repo", "prefer")
+"""Absolute paths: a filter (``repo``), and the checkout whose copies to give (``prefer``)."""
+STRING_KEYS = (*FILTER_KEYS, "prefer")
+KEYS = frozenset({"query", "k", "mode", *STRING_KEYS, *FLAG_KEYS, "disable", "enable"})
 ALIASES = {"lang": "language"}
 IGNORED = frozenset({"cmd"})
 """The control socket's envelope: part of the document, not of the request."""
@@ -114,16 +117,19 @@ class SearchRequest:
     """Ranking rules to switch off, by name (``storage.ranking.RULES``): for benches."""
     enable: tuple[str, ...] = ()
     """Opt-in ranking rules to switch on, by name (``storage.ranking.OPT_IN``)."""
+    prefer: str | None = None
+    """The repository root the asker works in (absolute): of a chunk indexed in several
+    checkouts (a repository and its worktree), the hit is its copy there."""
 
     def __post_init__(self) -> None:
         _check_length("query", self.query, MAX_QUERY_CHARS)
-        for key in FILTER_KEYS:
+        for key in STRING_KEYS:
             _check_length(key, getattr(self, key), MAX_FILTER_CHARS)
         if not isinstance(self.query, str):
             raise ConfigError(f"the query must be a string, got {shown(self.query)}", key="query")
         if not self.query.strip():
             raise ConfigError("the search query is empty", key="query")
-        for key in ("query", *FILTER_KEYS):  # a byte that is not UTF-8 (surrogateescape):
+        for key in ("query", *STRING_KEYS):  # a byte that is not UTF-8 (surrogateescape):
             value = getattr(self, key)  # no model, full-text index or filter can take it
             if isinstance(value, str) and not _is_text(value):
                 what = "the query" if key == "query" else key
@@ -142,15 +148,17 @@ class SearchRequest:
                 key="mode",
             )
         object.__setattr__(self, "mode", str(self.mode))
-        for key in FILTER_KEYS:
+        for key in STRING_KEYS:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"{key} must be a non-empty string, got {shown(value)}", key=key)
-        if self.repo is not None and not os.path.isabs(self.repo):
-            raise ConfigError(
-                f"repo must be an absolute path (the repository root), got {shown(self.repo)}",
-                key="repo",
-            )
+        for key in PATH_KEYS:
+            value = getattr(self, key)
+            if value is not None and not os.path.isabs(value):
+                raise ConfigError(
+                    f"{key} must be an absolute path (the repository root), got {shown(value)}",
+                    key=key,
+                )
         for key in FLAG_KEYS:
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(
@@ -202,14 +210,14 @@ class SearchRequest:
 
     def to_json(self) -> dict[str, Any]:
         """The document the control socket's ``search`` reads (add ``"cmd": "search"``);
-        ``disable`` and ``enable`` only when given, so a daemon from before them still reads
-        the rest."""
+        ``disable``, ``enable`` and ``prefer`` only when given, so a daemon from before them
+        still reads the rest."""
         doc = asdict(self)
-        for key in ("disable", "enable"):
-            if doc[key]:
-                doc[key] = list(doc[key])
-            else:
+        for key in ("disable", "enable", "prefer"):
+            if not doc[key]:
                 del doc[key]
+            elif key != "prefer":
+                doc[key] = list(doc[key])
         return doc
 
     def filters(self) -> Filters:

@@ -43,7 +43,7 @@ from codechunkd.storage.fusion import (
     vectorless_stand_in,
 )
 from codechunkd.storage.globs import path_filter
-from codechunkd.storage.rows import once, quote
+from codechunkd.storage.rows import quote
 from codechunkd.storage.symbols import (
     SYMBOL_IN_SENTENCE_BOOST,
     named_in_sentence,
@@ -341,9 +341,11 @@ class Searcher:
         enable: frozenset[str] = frozenset(),
         reranker: Reranker | None = None,
         notes: list[str] | None = None,
+        prefer: str | None = None,
     ) -> list[Hit]:
         """The best ``k`` hits; ``disable`` names ranking rules to switch off and ``enable``
-        opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so).
+        opt-in ones to switch on (``ranking.RULES``: a bench measures each one's worth so);
+        ``prefer`` is the checkout the asker works in, whose copy of a chunk to give.
         A ``reranker`` orders a hybrid search's best candidates (``ranking.rerank``); when it fails,
         the search keeps its own order and says why in ``notes``."""
         rules = ranking.active(disable, enable)
@@ -371,7 +373,7 @@ class Searcher:
         final = ranking.adjust(candidates, scores, text, rules)
         if reranker is not None and mode is Mode.HYBRID:
             final = ranking.rerank(reranker, text, candidates, final, rules, notes)
-        hits = _one_copy(_rows_to_hits([rows[r] for r in ranking.ordered(final)], final))
+        hits = _one_copy(_rows_to_hits([rows[r] for r in ranking.ordered(final)], final), prefer)
         if merge:
             hits = merge_adjacent(hits)
         return hits[:k]
@@ -473,11 +475,19 @@ def _enclosing(kind: str, symbol: str, signature: str, summary: str | None) -> s
     return f"{kind}: {first}" if kind == "module" and first else ""
 
 
-def _one_copy(hits: Sequence[Hit]) -> list[Hit]:
+def _one_copy(hits: Sequence[Hit], prefer: str | None = None) -> list[Hit]:
     """Each chunk once: the same lines of a file with the same content in several sources
     (a repository and its worktree, two clones, two branches of a mirror) are one answer,
-    the best-ranked copy (on a tie, the first by id), not two slots of the top ``k``."""
-    return once(hits, lambda h: (h.path, h.start_line, h.end_line, h.content))
+    not two slots of the top ``k``: at the best-ranked copy's place, the copy in the
+    checkout ``prefer`` (the one the asker works in, whose file to open) when there is one,
+    else the best-ranked copy (on a tie, the first by id)."""
+    chosen: dict[tuple[str, int, int, str], Hit] = {}
+    for h in hits:
+        key = (h.path, h.start_line, h.end_line, h.content)
+        kept = chosen.get(key)
+        if kept is None or (h.repo == prefer and kept.repo != prefer):
+            chosen[key] = h
+    return list(chosen.values())
 
 
 def merge_adjacent(hits: Sequence[Hit]) -> list[Hit]:
