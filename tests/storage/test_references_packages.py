@@ -319,3 +319,36 @@ def test_a_default_import_means_what_the_module_exports_by_that_name_or_the_modu
     ):
         found = {(u.kind, u.how) for u in index.references(symbol) if u.path == "lib/check.js"}
         assert found == {(k, "imported") for k in kinds}, (symbol, found)
+
+
+def test_a_default_export_imported_or_required_under_another_name(
+    repo: Repo, indexer: Indexer, settings: Settings
+) -> None:
+    """``import foo from './bar.js'`` of ``export default function baz``, and ``const qux =
+    require('./cjs.js')`` of ``module.exports = grault``: ``foo()`` and ``qux()`` call them,
+    and ``refs baz`` lists those calls (by convention a default import was looked up by its
+    own name, so the calls were nobody's); ``export default Klass`` and a class exported so
+    likewise, and a named import keeps its meaning."""
+    files = {
+        "lib/bar.js": "export default function baz (x) {\n  return x + 1\n}\n",
+        "lib/cjs.js": "function grault (x) {\n  return x * 2\n}\n\nmodule.exports = grault\n",
+        "lib/klass.ts": "class Klass {\n  run (): number {\n    return 1\n  }\n}\n\n"
+        "export default Klass\n",
+        "lib/named.js": "export function baz () {\n  return 0\n}\n",
+        "lib/main.js": "import foo from './bar.js'\nimport Thing from './klass'\n"
+        "import { baz } from './named.js'\nconst qux = require('./cjs.js')\n\n"
+        "export function run () {\n  return foo(2) + qux(3) + baz() + new Thing().run()\n}\n",
+    }
+    index = index_of(repo, indexer, settings, files)
+    calls = {
+        (u.name, u.how, u.target.path)
+        for symbol in ("baz", "grault", "Klass")
+        for u in index.references(symbol)
+        if u.target and u.kind == "call" and u.path == "lib/main.js"
+    }
+    assert calls == {
+        ("foo", "imported", "lib/bar.js"),
+        ("qux", "imported", "lib/cjs.js"),
+        ("Thing", "imported", "lib/klass.ts"),
+        ("baz", "imported", "lib/named.js"),  # the named import: its own module's
+    }, calls

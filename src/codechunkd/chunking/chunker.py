@@ -111,9 +111,9 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
     "python": 4,
     "go": 7,
     "bash": 1,
-    "javascript": 7,
-    "typescript": 9,
-    "tsx": 10,
+    "javascript": 8,
+    "typescript": 10,
+    "tsx": 11,
     "rust": 1,
     "java": 1,
     "c": 1,
@@ -162,7 +162,7 @@ LANGUAGE_VERSIONS: Final[Mapping[str, int]] = {
   field's type is a ``binds`` row; go 6, 7: an embedded type is a base, interface methods defined.
 - javascript 4-7, typescript 7-9, tsx 7-10: CommonJS re-exports (``module.exports =
   require('./x')``), ``new`` and ``this.x = new X()`` bind, destructured top-level names,
-  JSX components (``<Button>``) called.
+  JSX components (``<Button>``) called; javascript 8, typescript 10, tsx 11: ``export``.
 - php 3, perl 5: a class's or file's ``const``, Perl's ``use constant``, is a definition
   (``Client::MAX``), ``self::MAX`` and a bare ``MAX`` (Perl) a use.
 - json 1: a ``package.json`` says the package it declares and its entry files, a

@@ -129,6 +129,25 @@ def _required(call: Node | None) -> str:
     return _text(string).strip("'\"`")
 
 
+JS_DEFAULT_EXPORTS = (
+    '(export_statement "default" declaration: [(function_declaration name: (identifier) @name)'
+    " (generator_function_declaration name: (identifier) @name)"
+    " (class_declaration name: (_) @name)])",
+    '(export_statement "default" value: (identifier) @name)',
+    *(
+        "(assignment_expression left: (member_expression object: (identifier) @m property: "
+        f'(property_identifier) @p) right: {value} (#eq? @m "module") (#eq? @p "exports"))'
+        for value in (
+            "(identifier) @name",
+            "[(function_expression name: (identifier) @name) (class name: (_) @name)]",
+        )
+    ),
+)
+"""A JS/TS module's default export, by name (``export default function baz``, ``export
+default baz``, ``module.exports = baz``): ``export`` rows, which the reference graph reads
+for ``import foo from './bar'`` and ``const foo = require('./bar')`` (storage/refgraph.py)."""
+
+
 def _js_imports(node: Node) -> list[Ref]:
     if node.type in {"variable_declarator", "assignment_expression"}:
         return _js_require(node)

@@ -19,13 +19,12 @@ import binds: ``name`` is the local name, ``qualifier`` the name in the module, 
 whole module or namespace, ``module`` the module path as written), ``binds`` (a variable
 given a class: in Python by an annotation or a constructor call, ``ctx: Context``,
 ``x = Foo()``; in TypeScript by an annotation or ``new``, ``s: Subscriber<T>``,
-``const s = new Subject()``; in Go a method's receiver, a typed parameter or ``var``, a
-composite literal, ``new`` or a ``NewT`` constructor, ``func (b *Writer)``,
-``w := &Writer{}``, ``m := http.NewServeMux()``: ``name`` is the class, ``qualifier`` the
-variable, ``module`` the package the class is named through as written (``http``), if any;
-so ``ctx.invoke()``, ``b.Flush()`` and ``m.Handle()`` resolve through it), and ``defines``
-(a name bound outside any function, ``MAX = 3``, ``Color.RED``: ``chunking/refs_defines.py``;
-``qualifier`` its qualified name), which the store writes as a definition.
+``const s = new Subject()``; in Go a receiver, a typed parameter or ``var``, a composite
+literal, ``new(T)`` or ``NewT()``, ``m := http.NewServeMux()``: ``name`` is the class,
+``qualifier`` the variable, ``module`` the package the class is named through (``http``);
+so ``ctx.invoke()`` and ``m.Handle()`` resolve through it), ``export`` (a JS/TS module's
+default export, ``export default baz``), and ``defines`` (a name bound outside any
+function, ``MAX = 3``: ``chunking/refs_defines.py``), which the store writes as a definition.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from typing import Final
 
 from tree_sitter import Node, Query, QueryCursor, Tree
 
-from codechunkd.chunking.imports import IMPORTS, MAX_MODULE, Ref
+from codechunkd.chunking.imports import IMPORTS, JS_DEFAULT_EXPORTS, MAX_MODULE, Ref
 from codechunkd.chunking.languages import get_language
 from codechunkd.chunking.names import span
 from codechunkd.chunking.predeclared import GO_BUILTIN
@@ -48,7 +47,7 @@ from codechunkd.chunking.refs_scripts import BASH, CMAKE, PERL, PHP, RUBY, perl_
 
 __all__ = ["KINDS", "QUERIES", "Ref", "extract"]
 
-KINDS: Final = ("call", "inherit", "type", "value", "import", "binds")
+KINDS: Final = ("call", "inherit", "type", "value", "import", "binds", "export")
 #: When two patterns capture the same name node, the earlier kind here wins.
 _PRIORITY: Final = {k: i for i, k in enumerate(KINDS)}
 #: The query kinds that make ``binds`` rows (read in :func:`extract`).
@@ -110,6 +109,7 @@ _JS_COMMON: Final = [
         '(call_expression function: (identifier) @fn (#eq? @fn "require") '
         "arguments: (arguments (string))) property: (property_identifier))) @import",
     ),
+    *(("export", pattern) for pattern in JS_DEFAULT_EXPORTS),  # ``export default baz``
     (  # ``const arb = new Arborist(opts)``: ``arb.reify()`` is ``Arborist``'s
         "binds",
         "(variable_declarator name: (identifier) @var value: (new_expression "

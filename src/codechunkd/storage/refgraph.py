@@ -9,7 +9,8 @@ writer has committed since.  A name used in a file is resolved, in order:
 2. ``imported``: through the file's imports: the module path is mapped to files of the
    same source (Python dotted and relative modules, TS/JS relative paths and index files,
    packages by the name their ``package.json`` declares and the paths a ``tsconfig.json``
-   maps, never Node's own ``path`` or ``fs``; a default import by the name it is given;
+   maps, never Node's own ``path`` or ``fs``; a default import by the name it is given,
+   else as the module's default export (an ``export`` row);
    Go package directories, Rust ``crate::``/``super::`` paths and ``mod.rs``, Java
    packages; PHP by the namespace a definition declares), and the name looked up there,
    following re-exports (an ``__init__.py`` or ``index.ts`` that imports it in turn) up to
@@ -79,7 +80,10 @@ COLUMNS: Final = (
 _USES: Final = frozenset({"call", "inherit", "type", "value", "import"})
 """The rows a question about uses reads unless it names kinds: not ``binds`` (the call or
 type that gave the variable its class says it)."""
-SKELETON: Final = (DEFINITION, "import", "inherit", PACKAGE)
+EXPORT: Final = "export"
+"""A JS/TS module's default export, by name (``export default baz``, ``module.exports = baz``):
+what a default import or a ``require`` of the module means when not called by that name."""
+SKELETON: Final = (DEFINITION, "import", "inherit", PACKAGE, EXPORT)
 """The rows that resolve a use: every one of them is read for any question."""
 _ATTRS: Final = "_src _path _lang _chunk _csym _kind _name _qual _mod _line".split()  # noqa: SIM905
 """The graph's list of each of :data:`COLUMNS`, in their order."""
@@ -147,9 +151,18 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         self._imports: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(
             lambda: defaultdict(list)
         )
+        self._exports: dict[tuple[str, str], list[str]] = defaultdict(list)  # default ones
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         self._bases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)  # as written
+        packages = self._index_rows()
+        files = {*zip(self._src, self._path, strict=True), *(files or ())}
+        self._paths = ModulePaths(files, packages)
+        self._alias_default_imports()
+
+    def _index_rows(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """Each row in the dicts resolution reads; the packages ``package.json`` files
+        declare, for ``ModulePaths``."""
         packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         for i in range(self._n):
             key, name, kind = (self._src[i], self._path[i]), self._name[i], self._kind[i]
@@ -163,6 +176,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                 self._file_defs[key][name].append(i)
             elif kind == PACKAGE:  # what a ``package.json`` declares (chunking/refs_package.py)
                 packages[(self._src[i], name)].append((self._path[i], self._mod[i]))
+            elif kind == EXPORT:
+                self._exports[key].append(name)
             else:
                 self.uses_by_name[name].append(i)
                 self.uses_by_owner[(*key, self._csym[i])].append(i)
@@ -174,8 +189,23 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                     self._imports[key][name].append(i)
                     if self._qual[i] and self._qual[i] != name:
                         self._aliases[self._qual[i]].add(name)
-        files = {*zip(self._src, self._path, strict=True), *(files or ())}
-        self._paths = ModulePaths(files, packages)
+        return packages
+
+    def _alias_default_imports(self) -> None:
+        """A JS/TS default import or ``require`` that calls a module's default export by
+        another name (``import foo from './bar'`` of ``export default function baz``) is an
+        alias of it, as ``import {baz as foo}`` is: ``refs baz`` reads the uses of ``foo``."""
+        if not self._exports:
+            return
+        for (src, path), names in self._imports.items():
+            for local, rows in names.items():
+                for j in rows:
+                    if self._qual[j] not in {"default", ""} or family(self._lang[j]) != "js":
+                        continue
+                    for file in self._paths.files(src, path, self._mod[j]):
+                        for exported in self._exports.get((src, file), ()):
+                            if exported != local:
+                                self._aliases[exported].add(local)
 
     def _heir(self, i: int) -> str:
         """The class of base row ``i``: its chunk's, or the Perl package it names."""
@@ -305,7 +335,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if done is not None:  # a ``binds`` row's: a method's result, on a variable
             return done
         if self._kind[i] == "import":
-            found = self._in_module(src, path, self._mod[i], self._original(i) or name, 0)
+            found = self._bound(i, src, path, name)
             return (found, IMPORTED) if found else ([], "")
         local = self._file_defs.get((src, path), {}).get(name, [])
         if local and not qual and self._lang[i] not in BARE_MEMBERS:
@@ -341,7 +371,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if not qual:
             found = []
             for j in imports.get(name, ()):
-                found += self._in_module(src, path, self._mod[j], self._original(j) or name, 0)
+                found += self._bound(j, src, path, name)
             if self._lang[i] == "php":  # ``require``d files (storage/refphp.py)
                 found += self._php_required(src, path, name)
             else:
@@ -410,6 +440,19 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         if not found and not rest and self._qual[j] == "default":  # ``export default {…}``:
             found = self._in_module(src, path, module, name, 0)  # ``utils.isArray``, the module's
         return found
+
+    def _bound(self, j: int, src: str, path: str, name: str) -> list[int]:
+        """What the import row ``j`` binds ``name`` to in its module; for a JS/TS default
+        import or a ``require`` that does not call it by its name (``import foo from
+        './bar'`` of ``export default function baz``), the module's default export."""
+        module = self._mod[j]
+        found = self._in_module(src, path, module, self._original(j) or name, 0)
+        if found or self._qual[j] not in {"default", ""} or family(self._lang[j]) != "js":
+            return found
+        for file in sorted(self._paths.files(src, path, module)) if module else ():
+            for exported in self._exports.get((src, file), ()):
+                found += self._in_module(src, path, module, exported, 0)
+        return list(dict.fromkeys(found))
 
     def _original(self, j: int) -> str:
         """The name the import row ``j`` binds in its module (empty: the module itself).  A
