@@ -161,8 +161,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         self._alias_default_imports()
 
     def _index_rows(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
-        """Each row in the dicts resolution reads; the packages ``package.json`` files
-        declare, for ``ModulePaths``."""
+        """Each row into the dicts resolution reads; returns what ``package.json``s declare."""
         packages: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         for i in range(self._n):
             key, name, kind = (self._src[i], self._path[i]), self._name[i], self._kind[i]
@@ -200,7 +199,8 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         for (src, path), names in self._imports.items():
             for local, rows in names.items():
                 for j in rows:
-                    if self._qual[j] not in {"default", ""} or family(self._lang[j]) != "js":
+                    js = family(self._lang[j]) == "js" and self._mod[j]
+                    if not js or self._qual[j] not in {"default", ""}:
                         continue
                     for file in self._paths.files(src, path, self._mod[j]):
                         for exported in self._exports.get((src, file), ()):
