@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -919,6 +920,45 @@ def test_the_warm_up_loads_nothing_for_a_daemon_or_a_remote_model(
         local.paths.socket.unlink()
     local.warm()
     assert local._index is not None
+
+
+def test_a_daemon_starting_is_waited_for_not_answered_for(index_dir: Path) -> None:
+    """A daemon that holds the index but has no socket yet (starting, or starting again on
+    a deleted index directory): the tools wait for it, as ``codechunkd search`` does, and
+    get its answer. They answered "no index" at once. The instant is made on purpose: the
+    socket comes only once the backend has asked who holds the lock (its read of the lock
+    file, seen by inotify), so the request was refused before."""
+    from watchdog.observers.inotify_c import InotifyConstants, inotify_add_watch, inotify_init
+
+    from codechunkd.config import load_settings
+    from codechunkd.daemon.control import ControlServer
+    from codechunkd.mcp_server.backend import Backend
+    from codechunkd.storage.lease import writer_lock
+    from codechunkd.storage.request import SearchRequest
+
+    backend = Backend(load_settings(env={}, overrides={"index.dir": str(index_dir)}))
+    paths = backend.paths
+    answered: list[Any] = []
+    with writer_lock(paths, what="codechunkd run"):  # as a daemon that is starting holds it
+        fd = inotify_init()
+        try:
+            inotify_add_watch(fd, str(paths.runtime_lock).encode(), InotifyConstants.IN_OPEN)
+            asker = threading.Thread(
+                target=lambda: answered.append(backend.search(SearchRequest(query="x")))
+            )
+            asker.start()
+            ready, _, _ = select.select([fd], [], [], scaled(60))
+            assert ready, "the backend never asked who holds the index"
+        finally:
+            os.close(fd)
+        hits = [{"path": "a.py", "start_line": 1, "end_line": 2}]
+        server = ControlServer(paths.socket, {"search": lambda _req: {"hits": hits}})
+        server.start()
+        try:
+            asker.join(scaled(60))
+        finally:
+            server.stop()
+    assert answered and answered[0][:2] == (hits, "daemon"), answered
 
 
 def _server_and_reader(index_dir: Path) -> tuple[int, int] | None:

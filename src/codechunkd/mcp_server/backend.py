@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from codechunkd import logs
 from codechunkd.config import Settings
-from codechunkd.daemon.control import DaemonUnavailable, request
+from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.refviews import containing, in_repository
 from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
@@ -94,9 +94,14 @@ class Backend:
     # -- where answers come from -------------------------------------------------
 
     def daemon(self, doc: Mapping[str, Any], *, timeout: float) -> Any | None:
-        """The daemon's answer, or None when no daemon answers (stopped or silent)."""
+        """The daemon's answer, or None when no daemon answers (stopped or silent).  A
+        daemon that holds the index but has no socket yet (starting, or starting again on
+        a deleted index directory) is waited for, as ``codechunkd search`` waits: there is
+        no index on disk to answer from yet, or only one it is about to write."""
         try:
-            return request(self.paths.socket, doc, timeout=timeout)
+            return request(
+                self.paths.socket, doc, timeout=timeout, running=lambda: daemon_pid(self.paths)
+            )
         except DaemonUnavailable:
             return None
 
