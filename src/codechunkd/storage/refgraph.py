@@ -152,6 +152,7 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
             lambda: defaultdict(list)
         )
         self._exports: dict[tuple[str, str], list[str]] = defaultdict(list)  # default ones
+        self._defaults: dict[int, list[str]] = {}  # import row -> its module's default exports
         self._aliases: dict[str, set[str]] = defaultdict(set)  # name -> local names bound
         self._binds: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
         self._bases: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)  # as written
@@ -191,9 +192,10 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         return packages
 
     def _alias_default_imports(self) -> None:
-        """A JS/TS default import or ``require`` that calls a module's default export by
-        another name (``import foo from './bar'`` of ``export default function baz``) is an
-        alias of it, as ``import {baz as foo}`` is: ``refs baz`` reads the uses of ``foo``."""
+        """Each JS/TS default import or ``require``'s module's default exports (``_bound``
+        reads them), and one called by another name (``import foo from './bar'`` of
+        ``export default function baz``) an alias, as ``import {baz as foo}`` is: ``refs
+        baz`` reads the uses of ``foo``."""
         if not self._exports:
             return
         for (src, path), names in self._imports.items():
@@ -202,10 +204,10 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
                     js = family(self._lang[j]) == "js" and self._mod[j]
                     if not js or self._qual[j] not in {"default", ""}:
                         continue
-                    for file in self._paths.files(src, path, self._mod[j]):
-                        for exported in self._exports.get((src, file), ()):
-                            if exported != local:
-                                self._aliases[exported].add(local)
+                    files = sorted(self._paths.files(src, path, self._mod[j]))
+                    self._defaults[j] = [e for f in files for e in self._exports.get((src, f), ())]
+                    for exported in self._defaults[j]:
+                        self._aliases[exported].add(local)  # itself too: no other name
 
     def _heir(self, i: int) -> str:
         """The class of base row ``i``: its chunk's, or the Perl package it names."""
@@ -445,13 +447,9 @@ class RefGraph(Typed, Guesses, CFamily, PhpNames, CSharpNames):
         """What the import row ``j`` binds ``name`` to in its module; for a JS/TS default
         import or a ``require`` that does not call it by its name (``import foo from
         './bar'`` of ``export default function baz``), the module's default export."""
-        module = self._mod[j]
-        found = self._in_module(src, path, module, self._original(j) or name, 0)
-        if found or self._qual[j] not in {"default", ""} or family(self._lang[j]) != "js":
-            return found
-        for file in sorted(self._paths.files(src, path, module)) if module else ():
-            for exported in self._exports.get((src, file), ()):
-                found += self._in_module(src, path, module, exported, 0)
+        found = self._in_module(src, path, self._mod[j], self._original(j) or name, 0)
+        for exported in () if found else self._defaults.get(j, ()):
+            found += self._in_module(src, path, self._mod[j], exported, 0)
         return list(dict.fromkeys(found))
 
     def _original(self, j: int) -> str:
