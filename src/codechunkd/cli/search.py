@@ -46,13 +46,14 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
     """
     from codechunkd.errors import ConfigError
 
+    repo, here = _repos(args)
     try:
         return SearchRequest.from_json(
             {
                 "query": args.query,
                 "k": args.k,
                 "mode": args.mode,
-                "repo": _repo(args),
+                "repo": repo,
                 "branch": args.branch,
                 "commit": args.commit,
                 "path": args.path,
@@ -60,7 +61,7 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
                 "kind": args.kind,
                 "context": args.context,
                 "stale": args.stale,
-                "prefer": _here(args),
+                "prefer": here,
             }
         )
     except ConfigError as exc:
@@ -69,27 +70,17 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
         raise
 
 
-def _repo(args: argparse.Namespace) -> str | None:
-    """``--repo``, checked against the repositories state.json names (no LanceDB import)."""
-    from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.statefile import indexed_roots
-
-    if not args.repo:
-        return None
-    state = IndexPaths.of(common.settings(args)).state_file
-    return common.indexed_repo(args.repo, indexed_roots(state))
-
-
-def _here(args: argparse.Namespace) -> str | None:
-    """The indexed repository the current folder is in (state.json: no LanceDB import):
-    of a chunk indexed in several checkouts, the copy there is shown, not another
-    checkout's file that a user in this one would open and edit by mistake."""
+def _repos(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """``--repo``, checked against the repositories state.json names, and the one the
+    current folder is in (of a chunk indexed in several checkouts, the copy there is shown,
+    not another checkout's file that a user in this one would open and edit by mistake):
+    one read of state.json, no LanceDB import."""
     from codechunkd.storage.layout import IndexPaths
     from codechunkd.storage.refviews import repository_of
     from codechunkd.storage.statefile import indexed_roots
 
-    state = IndexPaths.of(common.settings(args)).state_file
-    return repository_of(".", indexed_roots(state))
+    roots = indexed_roots(IndexPaths.of(common.settings(args)).state_file)
+    return common.indexed_repo(args.repo, roots), repository_of(".", roots)
 
 
 def _check_language(language: str | None, settings: Settings) -> None:

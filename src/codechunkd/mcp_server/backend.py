@@ -22,7 +22,7 @@ from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.refviews import containing, in_repository
+from codechunkd.storage.refviews import containing, in_repository, repository_of
 from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
 
 log = logs.get_logger("codechunkd.mcp")
@@ -160,9 +160,12 @@ class Backend:
         """Hits as ``Hit.as_dict()`` (as ``codechunkd search --json`` prints), their origin,
         and what the answer says of itself: ``coverage`` (chunks answering by text and by
         vector) and a ``note`` when it went without its query vector."""
-        if req.repo:
-            req = dataclasses.replace(req, repo=self.repo_of(req.repo))
-        req = dataclasses.replace(req, prefer=self.checkout())  # its copy of a worktree's chunk
+        from codechunkd.storage.statefile import indexed_roots
+
+        roots = indexed_roots(self.paths.state_file)
+        repo = self.repo_of(req.repo, roots) if req.repo else None
+        # of a worktree's chunk, the copy in the checkout the server runs in (as the CLI's)
+        req = dataclasses.replace(req, repo=repo, prefer=repository_of(".", roots))
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
             about = {k: answer[k] for k in ("coverage", "note", "partial") if answer.get(k)}
@@ -177,19 +180,13 @@ class Backend:
             found["note"] = "; ".join(notes)
         return [h.as_dict() for h in hits], "index", found
 
-    def checkout(self) -> str | None:
-        """The indexed repository the server runs in (the agent's checkout), from state.json
-        (no LanceDB import), or None."""
+    def repo_of(self, repo: str, roots: set[str] | None = None) -> str:
+        """The indexed repository an agent's ``repo`` (absolute) is, or is a folder of, of
+        ``roots`` (default: state.json's, no LanceDB import); an error naming the indexed
+        ones when it is in none."""
         from codechunkd.storage.statefile import indexed_roots
 
-        return containing(os.getcwd(), indexed_roots(self.paths.state_file))
-
-    def repo_of(self, repo: str) -> str:
-        """The indexed repository an agent's ``repo`` (absolute) is, or is a folder of; an
-        error naming the indexed ones when it is in none (state.json: no LanceDB import)."""
-        from codechunkd.storage.statefile import indexed_roots
-
-        roots = indexed_roots(self.paths.state_file)
+        roots = indexed_roots(self.paths.state_file) if roots is None else roots
         if not roots:  # nothing to check against: the answer says what it finds
             return repo
         found = containing(repo, roots)
