@@ -135,15 +135,20 @@ def same_hits(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     return [key(h) for h in a] == [key(h) for h in b]
 
 
+def sync_once(path: Path, settings: Settings, embedder: Any) -> None:
+    """Index ``path`` once with a real Syncer, as ``codechunkd index`` does."""
+    ix = Indexer(settings, embedder)
+    ix.sync(path)
+    ix.close()
+
+
 @pytest.fixture
 def indexed(repo: Repo, settings: Settings, embedder) -> Repo:  # type: ignore[no-untyped-def]
     """A small repository, indexed once by a real Syncer."""
     repo.write("pkg/geo.py", GEO)
     repo.write("pkg/text.py", TEXT)
     repo.commit("init")
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
+    sync_once(repo.path, settings, embedder)
     return repo
 
 
@@ -240,9 +245,7 @@ def test_trimmed_search_says_so(
         "pkg/big.py", f"def sphere_points_sum():\n    total = 0\n{body}    return total\n"
     )
     indexed.commit("big")
-    ix = Indexer(settings, embedder)
-    ix.sync(indexed.path)
-    ix.close()
+    sync_once(indexed.path, settings, embedder)
 
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
@@ -310,9 +313,7 @@ def test_folders_given_as_an_agent_writes_them(
     repo.write(".ci/check.py", "def check():\n    return run()\n\n\ndef run():\n    return 1\n")
     repo.write("pkg/geo.py", GEO)
     repo.commit("init")
-    ix = Indexer(settings, embedder)
-    ix.sync(repo.path)
-    ix.close()
+    sync_once(repo.path, settings, embedder)
 
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log", cwd=repo.path / "pkg") as s:
@@ -363,9 +364,7 @@ def test_a_server_started_in_a_worktree_reads_the_worktrees_files(
     worktree = tmp_path / "worktree"
     indexed.git("worktree", "add", "-b", "other", str(worktree))
     (worktree / "pkg" / "text.py").write_text(WORKTREE_TEXT)
-    ix = Indexer(settings, embedder)
-    ix.sync(worktree)
-    ix.close()
+    sync_once(worktree, settings, embedder)
 
     async def outline_and_line_3(where: Path) -> tuple[str, str]:
         async with stdio_session(index_dir, tmp_path / "mcp.log", cwd=where) as s:
@@ -750,9 +749,7 @@ def test_descriptions_errors_via_outline_budget_and_snippets(
     )
     indexed.write("pkg/many.py", defs)
     indexed.commit("many")
-    ix = Indexer(settings, embedder)
-    ix.sync(indexed.path)
-    ix.close()
+    sync_once(indexed.path, settings, embedder)
 
     async def go() -> None:
         async with stdio_session(index_dir, tmp_path / "mcp.log") as s:
