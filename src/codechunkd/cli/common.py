@@ -68,6 +68,47 @@ def git_source(path: str, ref: str | None = None) -> Any:
     return GitSource(path, ref=ref)  # NotAGitRepo / RefNotFound: exit 3
 
 
+def repo_options(p: argparse.ArgumentParser) -> None:
+    """``--repo`` and ``--all-repos``, for the commands that read every repository's rows
+    (``search``, ``defs``, ``refs``): by default, the repository the current folder is in."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--repo",
+        help="only this repository (its root, or any folder in it) and the indexed ones inside "
+        "it (default: the indexed repository you are in, else every one)",
+    )
+    g.add_argument(
+        "--all-repos", action="store_true", help="every indexed repository, wherever you are"
+    )
+
+
+def scope(args: argparse.Namespace, roots: Collection[str]) -> str | None:
+    """The repository ``search``, ``defs`` and ``refs`` read (None: every one): ``--repo``'s;
+    else, unless ``--all-repos``, the indexed repository the current folder is in (a daemon
+    following several projects answers about the one you work in, as ``map`` does)."""
+    if args.repo:
+        return indexed_repo(args.repo, roots)
+    if args.all_repos:
+        return None
+    from codechunkd.storage.refviews import repository_of
+
+    return repository_of(".", roots)
+
+
+def scope_note(args: argparse.Namespace, repo: str | None, roots: Collection[str]) -> str:
+    """After an empty answer read in the repository the current folder is in (no
+    ``--repo``): that it read only that one, when others are indexed; else ``""``."""
+    if repo is None or args.repo:
+        return ""
+    from codechunkd.storage.refviews import beyond
+
+    others = beyond(repo, roots)
+    if not others:
+        return ""
+    more = "another indexed repository" if others == 1 else f"{others} other indexed repositories"
+    return f"only {repo} was read, the repository you are in ({more}: --all-repos)"
+
+
 def indexed_repo(folder: str | None, roots: Collection[str]) -> str | None:
     """``--repo FOLDER``: the indexed repository (of ``roots``) the folder is in, so that
     ``--repo .`` works anywhere in a checkout; with no roots to check against, the folder

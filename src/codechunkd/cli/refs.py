@@ -33,11 +33,11 @@ __all__ = ["COMMANDS", "add_parsers"]
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("defs", help="where a name is defined or bound (from the references table)")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
-    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
+    common.repo_options(p)
     common.options(p)
     p = sub.add_parser("refs", help="who uses a symbol: each use and how it was resolved")
     p.add_argument("name", help="a name (request) or a qualified one (Session.request)")
-    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
+    common.repo_options(p)
     p.add_argument("--calls", action="store_true", help="only calls (the callers)")
     p.add_argument("--callees", action="store_true", help="what the symbol calls instead")
     p.add_argument(
@@ -64,6 +64,13 @@ def _repo(args: argparse.Namespace, roots: Mapping[str, str]) -> str | None:
     return common.indexed_repo(args.repo, set(roots.values()))
 
 
+def _scope(args: argparse.Namespace, roots: Mapping[str, str]) -> None:
+    """``args.scope``: the repository ``defs`` and ``refs`` read (``common.scope``), and
+    ``args.roots``, every indexed one, for the note an empty answer gets."""
+    args.roots = set(roots.values())
+    args.scope = common.scope(args, args.roots)
+
+
 def _print(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
     if args.json:
         sys.stdout.write(json.dumps(value, indent=1) + "\n")
@@ -76,8 +83,8 @@ def cmd_defs(args: argparse.Namespace) -> int:
 
     index = open_index(settings=common.settings(args))
     roots = source_roots(index)
-    args.repo = _repo(args, roots)
-    defs = index.definitions(args.name, repo=args.repo, prefer=working_checkout(roots))
+    _scope(args, roots)
+    defs = index.definitions(args.name, repo=args.scope, prefer=working_checkout(roots))
     dicts = definition_dicts(defs, roots)
     where = located(dicts)
     _print(args, dicts, [f"{where(d)}:{d['line']}  {d['symbol']}  [{d['id']}]" for d in dicts])
@@ -90,10 +97,12 @@ def _none(args: argparse.Namespace, what: str) -> None:
     """An empty answer said on stderr (stdout stays empty, ``[]`` with ``--json``):
     ``no definition of 'Foo' in the index (…)``."""
     if not args.json:
-        where = args.repo or "the index"
+        where = args.scope or "the index"
+        note = common.scope_note(args, args.scope, args.roots)
         sys.stderr.write(
             printable(f"no {what} of {args.name!r} in {where}")
             + " (names are case-sensitive; a member is Class.method or ns::Class::method)\n"
+            + (f"note: {printable(note)}\n" if note else "")
         )
 
 
@@ -102,21 +111,21 @@ def cmd_refs(args: argparse.Namespace) -> int:
 
     index = open_index(settings=common.settings(args))
     roots = source_roots(index)
-    args.repo = _repo(args, roots)
+    _scope(args, roots)
     if args.depth != 1:
         return _impact(args, index, roots)
     if args.callees:
-        uses = index.callees(args.name, repo=args.repo)
+        uses = index.callees(args.name, repo=args.scope)
     else:
         kinds = ["call"] if args.calls else None
         prefer = working_checkout(roots)
-        uses = index.refs.references(args.name, repo=args.repo, kinds=kinds, prefer=prefer)
+        uses = index.refs.references(args.name, repo=args.scope, kinds=kinds, prefer=prefer)
     dicts = reference_dicts(uses, roots)
     where = located(dicts)
     lines = [_use_line(u, where(d), target=args.callees) for u, d in zip(uses, dicts, strict=True)]
     _print(args, dicts, lines)
     if not uses:  # a name the index does not define (a typo) is said so
-        defined = index.definitions(args.name, repo=args.repo)
+        defined = index.definitions(args.name, repo=args.scope)
         _none(args, "definition" if not defined else "callees" if args.callees else "uses")
     return 0
 
@@ -131,7 +140,7 @@ def _impact(args: argparse.Namespace, index: Any, roots: Mapping[str, str]) -> i
     if args.callees:
         raise ConfigError("--depth follows callers: it goes with --calls, not --callees")
     found = index.refs.impact(
-        args.name, depth=args.depth, repo=args.repo, prefer=working_checkout(roots)
+        args.name, depth=args.depth, repo=args.scope, prefer=working_checkout(roots)
     )
     dicts = reference_dicts([u for _, u in found], roots)
     value = [{"depth": level, **d} for (level, _), d in zip(found, dicts, strict=True)]
@@ -142,7 +151,7 @@ def _impact(args: argparse.Namespace, index: Any, roots: Mapping[str, str]) -> i
     ]
     _print(args, value, lines)
     if not found:
-        defined = index.definitions(args.name, repo=args.repo)
+        defined = index.definitions(args.name, repo=args.scope)
         _none(args, "definition" if not defined else "callers")
     return 0
 

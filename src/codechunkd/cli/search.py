@@ -25,7 +25,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("query", help="natural-language or code query, or a symbol name")
     p.add_argument("-k", type=int, default=10, help=f"number of results, 1 to {MAX_K} (default 10)")
     p.add_argument("--mode", choices=["hybrid", "vector", "text"], default="hybrid", help="ranking")
-    p.add_argument("--repo", help="only this repository (its root, or any folder in it)")
+    common.repo_options(p)
     p.add_argument("--branch", help="only rows indexed on this branch")
     p.add_argument("--commit", help="only rows indexed at this commit")
     p.add_argument("--path", help="only paths matching this glob")
@@ -38,15 +38,19 @@ def add_parsers(sub: Any) -> None:
     common.options(p)
 
 
-def _search_request(args: argparse.Namespace) -> SearchRequest:
+def _search_request(args: argparse.Namespace, roots: set[str]) -> SearchRequest:
     """The command line's search as the one request every door uses (``--lang`` is ``language``).
 
     Built with ``from_json``, as the daemon parses it: an empty flag means "not given"
-    on either path.  A bad ``-k`` keeps the flag's name in its error.
+    on either path.  A bad ``-k`` keeps the flag's name in its error.  The repository is
+    ``--repo``'s, else the one the current folder is in (``common.scope``); of a chunk
+    indexed in several checkouts, the copy in the one the current folder is in is shown,
+    not another checkout's file that a user in this one would open and edit by mistake.
     """
     from codechunkd.errors import ConfigError
+    from codechunkd.storage.refviews import repository_of
 
-    repo, here = _repos(args)
+    repo, here = common.scope(args, roots), repository_of(".", roots)
     try:
         return SearchRequest.from_json(
             {
@@ -70,17 +74,12 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
         raise
 
 
-def _repos(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """``--repo``, checked against the repositories state.json names, and the one the
-    current folder is in (of a chunk indexed in several checkouts, the copy there is shown,
-    not another checkout's file that a user in this one would open and edit by mistake):
-    one read of state.json, no LanceDB import."""
+def _roots(args: argparse.Namespace) -> set[str]:
+    """The indexed repositories, as state.json names them: one read, no LanceDB import."""
     from codechunkd.storage.layout import IndexPaths
-    from codechunkd.storage.refviews import repository_of
     from codechunkd.storage.statefile import indexed_roots
 
-    roots = indexed_roots(IndexPaths.of(common.settings(args)).state_file)
-    return common.indexed_repo(args.repo, roots), repository_of(".", roots)
+    return indexed_roots(IndexPaths.of(common.settings(args)).state_file)
 
 
 def _check_language(language: str | None, settings: Settings) -> None:
@@ -178,7 +177,8 @@ def _warm_up(embedder: Any, query: str) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    req = _search_request(args)
+    roots = _roots(args)
+    req = _search_request(args, roots)
     _check_language(req.language, common.settings(args))
     answer = _search_via_daemon(args, req)
     hits: list[dict[str, Any]] | None = answer["hits"] if answer else None
@@ -196,6 +196,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         common.print_json(hits)
         return 0
     _print_hits(hits, req.query)
+    if not hits and (note := common.scope_note(args, req.repo, roots)):
+        print(f"note: {note}")
     return 0
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ from codechunkd import logs
 from codechunkd.config import Settings
 from codechunkd.daemon.control import DaemonUnavailable, daemon_pid, request
 from codechunkd.storage.layout import IndexPaths
-from codechunkd.storage.refviews import containing, in_repository, repository_of
+from codechunkd.storage.refviews import beyond, containing, in_repository, repository_of
 from codechunkd.storage.request import MAX_FILTER_CHARS, SearchRequest, shown
 
 log = logs.get_logger("codechunkd.mcp")
@@ -34,7 +34,9 @@ class Answers(Protocol):
 
     settings: Settings
 
-    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]: ...
+    def search(
+        self, req: SearchRequest, *, every: bool = False
+    ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]: ...
     def outline(self, path: str, repo: str | None) -> list[Any]: ...
     def values(self, path: str, ids: list[str]) -> dict[str, list[str]]: ...
     def chunk_at(self, path: str, line: int, repo: str | None) -> str: ...
@@ -54,6 +56,7 @@ class Answers(Protocol):
     def repo_map(
         self, path: str, budget: int, repo: str | None
     ) -> tuple[str, list[dict[str, Any]]]: ...
+    def scope_note(self, repo: str | None) -> str: ...
 
 
 class ToolFailure(Exception):
@@ -71,6 +74,11 @@ def checked(key: str, value: str) -> str:
     if "\x00" in value:
         raise ToolFailure(f"{key} holds a NUL character")
     return value
+
+
+EVERY = "*"
+"""The ``repo`` of ``search``, ``definition`` and ``references`` that means every indexed
+repository; without a ``repo``, they read the one the server runs in (``Backend.scope``)."""
 
 
 def repo_root(repo: str) -> str:
@@ -156,16 +164,41 @@ class Backend:
 
     # -- the tools ---------------------------------------------------------------
 
-    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    def search(
+        self, req: SearchRequest, *, every: bool = False
+    ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
         """Hits as ``Hit.as_dict()`` (as ``codechunkd search --json`` prints), their origin,
         and what the answer says of itself: ``coverage`` (chunks answering by text and by
-        vector) and a ``note`` when it went without its query vector."""
+        vector) and a ``note`` when it went without its query vector.  Of the repository
+        ``req.repo`` names, else (unless ``every``) the one the server runs in."""
         from codechunkd.storage.statefile import indexed_roots
 
         roots = indexed_roots(self.paths.state_file)
-        repo = self.repo_of(req.repo, roots) if req.repo else None
+        here = repository_of(".", roots)
+        repo = self.repo_of(req.repo, roots) if req.repo else None if every else here
         # of a worktree's chunk, the copy in the checkout the server runs in (as the CLI's)
-        req = dataclasses.replace(req, repo=repo, prefer=repository_of(".", roots))
+        hits, via, about = self._search(dataclasses.replace(req, repo=repo, prefer=here))
+        if not req.repo and not every and (scope := self.scope_note(None, roots)):
+            about["scope"] = scope
+        return hits, via, about
+
+    def scope_note(self, repo: str | None, roots: Collection[str] | None = None) -> str:
+        """What a tool given ``repo`` left unread: with none given, in an indexed repository
+        beside others, that only it was read (and how to read every one); else ``""``."""
+        from codechunkd.storage.statefile import indexed_roots
+
+        roots = indexed_roots(self.paths.state_file) if roots is None else roots
+        here = repository_of(".", roots)
+        others = beyond(here, roots) if here and not repo else 0
+        if not others:
+            return ""
+        return (
+            f"only {here} was read, the repository the server runs in ({others} other "
+            f'indexed repositor{"y" if others == 1 else "ies"}: repo "{EVERY}" for every one)'
+        )
+
+    def _search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        """``search``'s answer, from the daemon when one runs, else from the index here."""
         answer = self.daemon({"cmd": "search", **req.to_json()}, timeout=DAEMON_SEARCH_TIMEOUT)
         if isinstance(answer, dict) and isinstance(answer.get("hits"), list):
             about = {k: answer[k] for k in ("coverage", "note", "partial") if answer.get(k)}
@@ -198,6 +231,13 @@ class Backend:
     def indexed_root(self, repo: str | None) -> str | None:
         """An agent's ``repo`` made absolute, as the indexed repository it names."""
         return self.repo_of(repo_root(repo)) if repo else None
+
+    def scope(self, repo: str | None, roots: Collection[str]) -> str | None:
+        """The repository ``definition`` and ``references`` read: the agent's ``repo``; none
+        for ``*`` (every one); else the one the server runs in, if it is in one (``roots``)."""
+        if repo == EVERY:
+            return None
+        return self.indexed_root(repo) if repo else repository_of(".", roots)
 
     def locate(self, path: str, repo: str | None) -> tuple[str, str | None]:
         """(path inside its repository, repository root or None), from what an agent passes:
@@ -283,7 +323,7 @@ class Backend:
         index = self.index()
         roots = source_roots(index)
         prefer = working_checkout(roots)
-        defs = index.definitions(name, repo=self.indexed_root(repo), prefer=prefer)
+        defs = index.definitions(name, repo=self.scope(repo, roots.values()), prefer=prefer)
         return definition_dicts(defs, roots)
 
     def uses(
@@ -302,9 +342,9 @@ class Backend:
         how many there are."""
         from codechunkd.storage.refviews import reference_dicts, source_roots, working_checkout
 
-        repo = self.indexed_root(repo)
         index = self.index()
         roots = source_roots(index)
+        repo = self.scope(repo, roots.values())
         prefer = working_checkout(roots)
         if depth > 1:
             deep = index.refs.impact(name, depth=depth, repo=repo, prefer=prefer)

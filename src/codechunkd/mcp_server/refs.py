@@ -18,6 +18,7 @@ from pydantic import Field
 
 from codechunkd.display import printable
 from codechunkd.mcp_server.backend import Answers
+from codechunkd.mcp_server.tools import Repo
 from codechunkd.storage.refviews import MAX_BUDGET, MAX_DEPTH, located
 
 __all__ = ["MAX_NAME_CHARS", "MAX_USES", "register"]
@@ -51,9 +52,7 @@ def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
         name: Annotated[
             str, Field(description="A name (`request`) or a qualified one (`Session.request`).")
         ],
-        repo: Annotated[
-            str | None, Field(description="Only this repository (its root, or any folder in it).")
-        ] = None,
+        repo: Repo = None,
     ) -> CallToolResult:
         """Find where a function, method, class or type is defined, or a constant, variable
         or field bound (`MAX_RETRIES`, `Color.RED`).
@@ -68,7 +67,7 @@ def _definition(tool: Callable[[Any], Any], backend: Answers) -> None:
             for d in defs
         ]
         return _result(
-            "\n".join(lines) or f"no definition of {printable(name)}",
+            "\n".join(lines) or _none(f"no definition of {printable(name)}", backend, repo),
             {"via": "index", "definitions": defs},
         )
 
@@ -92,9 +91,7 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
                 le=MAX_DEPTH,
             ),
         ] = 1,
-        repo: Annotated[
-            str | None, Field(description="Only this repository (its root, or any folder in it).")
-        ] = None,
+        repo: Repo = None,
     ) -> CallToolResult:
         """Find who uses a definition (callers, imports, subclasses, type uses), or what it calls.
 
@@ -128,11 +125,20 @@ def _references(tool: Callable[[Any], Any], backend: Answers) -> None:
         text = "\n".join(lines)
         if not text:  # say whether the name itself is unknown (a typo)
             known = backend.definitions(_name(name), repo)
-            text = f"no {'uses' if known else 'definition'} of {printable(name)}"
+            text = _none(
+                f"no {'uses' if known else 'definition'} of {printable(name)}", backend, repo
+            )
         return _result(
             text,
             {"via": "index", "uses": shown, "more": total - len(shown)},
         )
+
+
+def _none(said: str, backend: Answers, repo: str | None) -> str:
+    """An empty answer's text, and what was not read when the tool read only the
+    repository the server runs in (``Backend.scope_note``)."""
+    note = backend.scope_note(repo)
+    return f"{said}; {printable(note)}" if note else said
 
 
 def _repo_map(tool: Callable[[Any], Any], backend: Answers) -> None:

@@ -79,6 +79,8 @@ def render_hits(
     about = about or {}
     if about.get("note"):
         lines.append(f"Note: {printable(str(about['note']))}.")
+    if about.get("scope"):
+        lines.append(f"Scope: {printable(str(about['scope']))}.")
     if isinstance(about.get("partial"), Mapping):
         lines.append(f"Partial: {partial_text(about['partial'])}.")
     cov = about.get("coverage") or {}

@@ -17,7 +17,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from codechunkd.errors import CodechunkdError
-from codechunkd.mcp_server.backend import Answers, repo_root
+from codechunkd.mcp_server.backend import EVERY, Answers, repo_root
 from codechunkd.mcp_server.render import (
     BUDGET,
     chunk_answer,
@@ -62,6 +62,14 @@ PathGlob = Annotated[
         f"{MAX_FILTER_CHARS:,} characters."
     ),
 ]
+Repo = Annotated[
+    str | None,
+    Field(
+        description="Only this repository (its root, or any folder in it) and the indexed ones "
+        f'inside it; `"{EVERY}"` for every indexed repository. By default the repository the '
+        "server runs in, if it is indexed, else every one."
+    ),
+]
 Kind = Annotated[
     str | None,
     Field(
@@ -103,9 +111,7 @@ def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
         query: Query,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many hits (default 10).")] = 10,
         mode: Mode = "hybrid",
-        repo: Annotated[
-            str | None, Field(description="Only this repository (its root, or any folder in it).")
-        ] = None,
+        repo: Repo = None,
         path: PathGlob = None,
         language: Annotated[
             str | None, Field(description="Only this language (e.g. `python`, `typescript`, `go`).")
@@ -136,7 +142,7 @@ def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
             query=query,
             k=k,
             mode=mode,
-            repo=repo_root(repo) if repo else None,
+            repo=repo_root(repo) if repo and repo != EVERY else None,
             path=path,
             language=language,
             kind=kind,
@@ -145,7 +151,7 @@ def _search(tool: Callable[[Any], Any], backend: Answers) -> None:
             context=context,
             stale=True,
         )
-        hits, via, about = backend.search(req)
+        hits, via, about = backend.search(req, every=repo == EVERY)
         trimmed, notes = trim_hits(hits, max_chars)
         data = {"query": query, "via": via, "trimmed": bool(notes), "notes": notes, "hits": trimmed}
         data.update(about)

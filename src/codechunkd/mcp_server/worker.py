@@ -38,7 +38,7 @@ log = logs.get_logger("codechunkd.mcp")
 CALLS = frozenset(
     {
         *("search", "outline", "values", "chunk_at", "chunks", "status"),
-        *("definitions", "uses", "repo_map"),
+        *("definitions", "uses", "repo_map", "scope_note"),
     }
 )
 """The ``Backend`` methods the tools call (tools.py, refs.py)."""
@@ -159,8 +159,12 @@ class BackendProcess:
 
     # -- Backend's tool methods ------------------------------------------------------
 
-    def search(self, req: SearchRequest) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
-        result: tuple[list[dict[str, Any]], str, dict[str, Any]] = self.call("search", req)
+    def search(
+        self, req: SearchRequest, *, every: bool = False
+    ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        result: tuple[list[dict[str, Any]], str, dict[str, Any]] = self.call(
+            "search", req, every=every
+        )
         return result
 
     def outline(self, path: str, repo: str | None) -> list[Any]:
@@ -185,6 +189,9 @@ class BackendProcess:
     def definitions(self, name: str, repo: str | None) -> list[dict[str, Any]]:
         defs: list[dict[str, Any]] = self.call("definitions", name, repo)
         return defs
+
+    def scope_note(self, repo: str | None) -> str:
+        return str(self.call("scope_note", repo))
 
     def uses(
         self,

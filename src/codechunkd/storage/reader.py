@@ -23,6 +23,7 @@ from codechunkd.storage.lance_reader import ChunkReader, LanceReader
 from codechunkd.storage.layout import IndexPaths
 from codechunkd.storage.refgraph import Definition, Use
 from codechunkd.storage.refquery import Caller, ReferenceQueries
+from codechunkd.storage.refviews import within
 from codechunkd.storage.repair import refuse_damage
 from codechunkd.storage.request import SearchRequest
 from codechunkd.storage.rows import quote
@@ -153,7 +154,7 @@ class Index:
             request.query,
             vector,
             k=request.k,
-            filters=request.filters(),
+            filters=self._reach(request.filters()),
             mode=mode,
             disable=frozenset(request.disable),
             enable=frozenset(request.enable),
@@ -166,6 +167,16 @@ class Index:
         if request.stale:
             hits = mark_stale(hits)
         return hits, notes
+
+    def _reach(self, filters: Filters) -> Filters:
+        """The filters with their repository widened to the indexed checkouts inside it
+        (``refviews.within``: a superproject's submodules)."""
+        if not isinstance(filters.repo, str):
+            return filters
+        return replace(filters, repo=within(filters.repo, self._roots()))
+
+    def _roots(self) -> set[str]:
+        return {s.source.repo for s in self.store.states()}
 
     def _with_callers(self, hits: list[Hit]) -> list[Hit]:
         """Each hit with the chunks that call what it defines (``--context``)."""
@@ -203,8 +214,9 @@ class Index:
         writes the text first (``storage/coverage.py``); complete when the two are equal."""
         if repo is None:
             return coverage(self.store)
+        reach = within(repo, self._roots())
         found = [
-            coverage(self.store, s.source.id) for s in self.store.states() if s.source.repo == repo
+            coverage(self.store, s.source.id) for s in self.store.states() if s.source.repo in reach
         ]
         return Coverage(sum(c.chunks for c in found), sum(c.vectors for c in found))
 

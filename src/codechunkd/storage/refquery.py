@@ -20,6 +20,7 @@ from codechunkd.storage.refgraph import _ORDER, COLUMNS, SKELETON, Definition, R
 from codechunkd.storage.refnames import short_name, used_name
 from codechunkd.storage.refscan import RefSnapshot, pylists
 from codechunkd.storage.reftyped import callee
+from codechunkd.storage.refviews import within
 from codechunkd.storage.repomap import MapEntry, repo_map
 from codechunkd.storage.rows import in_list, once, quote
 
@@ -141,10 +142,14 @@ class ReferenceQueries:
             uses = pa.concat_tables([uses, _typing(snap.scan(COLUMNS, typing), quals, names)])
         return skeleton.with_uses(pylists(uses))
 
-    def _sources(self, repo: str | None) -> set[str] | None:
+    def _sources(self, repo: str | None, *, nested: bool = True) -> set[str] | None:
+        """The sources of the checkout ``repo`` and, ``nested``, of the indexed checkouts
+        inside it (``refviews.within``: a superproject's submodules); None for every one."""
         if repo is None:
             return None
-        return {s.source.id for s in self.store.states() if s.source.repo == repo}
+        states = self.store.states()
+        reach = within(repo, {s.source.repo for s in states}) if nested else (repo,)
+        return {s.source.id for s in states if s.source.repo in reach}
 
     def _once(
         self,
@@ -156,7 +161,7 @@ class ReferenceQueries:
         """``items`` in order, each ``key`` once: of an answer's copies in several checkouts,
         the one in ``prefer`` (a repository root: the checkout the asker works in, whose
         chunk ids ``read_chunks`` should be given) if it has one, else the first."""
-        mine = self._sources(prefer)
+        mine = self._sources(prefer, nested=False)
         if not mine:
             return once(items, key)
         first = sorted(range(len(items)), key=lambda i: source(items[i]) not in mine)
@@ -336,7 +341,7 @@ class ReferenceQueries:
     ) -> list[MapEntry]:
         """The repository map (storage/repomap.py) of ``repo`` (default: the only source,
         else all), files under ``path``, within ``budget`` tokens."""
-        sources = self._sources(repo)
+        sources = self._sources(repo, nested=False)
         if sources is None:
             every = {s.source.id for s in self.store.states()}
             sources = every if len(every) == 1 else None

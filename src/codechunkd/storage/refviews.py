@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "MAX_BUDGET",
     "MAX_DEPTH",
+    "beyond",
     "containing",
     "definition_dicts",
     "in_repository",
@@ -19,6 +20,7 @@ __all__ = [
     "reference_dicts",
     "repository_of",
     "source_roots",
+    "within",
     "working_checkout",
 ]
 
@@ -39,6 +41,19 @@ def containing(path: str, roots: Collection[str]) -> str | None:
     """The deepest of ``roots`` that ``path`` is in (or is), or None."""
     inside = [r for r in roots if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
     return max(inside, key=len, default=None)
+
+
+def within(repo: str, roots: Collection[str]) -> tuple[str, ...]:
+    """What a repository filter reaches: ``repo`` and the indexed checkouts inside it (its
+    submodules, a clone kept in one of its folders), sorted. Searching a superproject
+    searches its submodules, which are part of the code a person works on there."""
+    inside = {r for r in roots if r.startswith(repo.rstrip(os.sep) + os.sep)}
+    return tuple(sorted({repo, *inside}))
+
+
+def beyond(repo: str, roots: Collection[str]) -> int:
+    """How many of the indexed ``roots`` a filter on ``repo`` leaves out (``within``)."""
+    return len(set(roots) - set(within(repo, roots)))
 
 
 def repository_of(folder: str, roots: Collection[str]) -> str | None:

@@ -43,7 +43,7 @@ from codechunkd.storage.fusion import (
     vectorless_stand_in,
 )
 from codechunkd.storage.globs import path_filter
-from codechunkd.storage.rows import quote
+from codechunkd.storage.rows import in_list, quote
 from codechunkd.storage.symbols import (
     SYMBOL_IN_SENTENCE_BOOST,
     named_in_sentence,
@@ -217,8 +217,8 @@ class Mode(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Filters:
-    repo: str | None = None
-    """Repository root (exact), as shown by ``codechunkd status``."""
+    repo: str | tuple[str, ...] | None = None
+    """Repository root (exact), as shown by ``codechunkd status``, or several."""
     branch: str | None = None
     commit: str | None = None
     path: str | None = None
@@ -228,9 +228,9 @@ class Filters:
     source: str | None = None
 
     def where(self) -> str | None:
-        parts = []
+        parts = [in_list("repo", self.repo)] if isinstance(self.repo, tuple) else []
         for column, value in (
-            ("repo", self.repo),
+            ("repo", self.repo if isinstance(self.repo, str) else None),
             ("branch", self.branch),
             ("commit", self.commit),
             ("language", self.language),
