@@ -48,3 +48,20 @@ def release_freed_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def resident_mib() -> float | None:
+    """This process's resident memory in MiB, from ``/proc/self/statm`` (None where there
+    is none: macOS, Windows)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
+def grown_past(now: float, baseline: float, limit: float) -> bool:
+    """Whether memory at ``now`` MiB has grown past ``limit`` MiB over ``baseline`` (a
+    ``limit`` of 0: never)."""
+    return limit > 0 and now - baseline > limit

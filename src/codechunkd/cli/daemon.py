@@ -41,9 +41,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from codechunkd import logs
     from codechunkd.daemon.control import SourceSpec
 
+    recycled = int(os.environ.pop(RECYCLED_ENV, "0") or 0)  # a daemon that exec'd itself
     logs.configure(level=logs.DEBUG if args.verbose else logs.INFO)
     os.environ.setdefault("LANCEDB_LOG", "error")
-    settings = common.settings(args)
+    settings = common.settings(args)  # (after the pop: settings refuse unknown CODECHUNKD_*)
     specs = [SourceSpec.parse(p) for p in args.paths]
     for spec in specs:  # a path that is no source fails now, having created nothing
         common.git_source(spec.path, spec.ref)
@@ -53,13 +54,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     paths = IndexPaths.of(settings)
     ensure_socket_dir(paths.runtime)  # refuse a socket directory someone else made
-    with writer_lock(paths, what="codechunkd run"):
-        pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
+    if not recycled:
+        with writer_lock(paths, what="codechunkd run"):
+            pass  # refuse early (exit 5) before the slow imports; Service.run takes it for real
     common.refuse_damaged(paths)  # as `index` does: its writer would fail, or hang on a FIFO
     from codechunkd.daemon.service import Service
     from codechunkd.heap import release_freed_memory
 
-    service = Service(settings, specs=specs, load_settings=lambda: common.settings(args))
+    if recycled:
+        logs.get_logger("codechunkd.daemon").info("daemon_recycled", times=recycled)
+    service = Service(
+        settings,
+        specs=specs,
+        load_settings=lambda: common.settings(args),
+        patient=bool(recycled),  # it let go of the lock a moment ago: wait for it, if taken
+    )
     if not service.specs():
         sys.stderr.write(
             "codechunkd: error: no sources: pass a PATH, run `codechunkd add PATH`, "
@@ -75,11 +84,35 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+        if service.recycle is not None and not service.signalled:
+            return _exec_again(recycled + 1)
         if not service.restart:
             return code
         service = service.again()  # its index directory was deleted: index anew, same pid
         gc.collect()  # the old one's model and tables, before the new one loads its own
         release_freed_memory()
+
+
+RECYCLED_ENV = "CODECHUNKD_RECYCLED"
+"""How many times this daemon has exec'd itself (``Service.recycle``), set for the next
+image: it waits for the writer lock instead of refusing to start."""
+
+
+def _exec_again(times: int) -> int:
+    """This process's image replaced by a new ``codechunkd run`` with the same arguments and
+    environment: the same pid, for systemd and whoever watches it; what the native libraries
+    kept is given back. Returns 15 (a restart by the service manager) only if exec fails."""
+    from codechunkd import logs
+    from codechunkd.storage.lease import LeaseLost
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    env = {**os.environ, RECYCLED_ENV: str(times)}
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)  # noqa: S606 - the same argv, no shell
+    except OSError as exc:
+        logs.get_logger("codechunkd.daemon").error("daemon_exec_failed", error=str(exc))
+    return LeaseLost.exit_code
 
 
 def _edit_sources(args: argparse.Namespace, *, add: bool) -> int:

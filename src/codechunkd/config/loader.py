@@ -278,6 +278,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "daemon.degraded_reconcile_s": (0, WEEK_S),
     "daemon.compact_interval_s": (0, WEEK_S),
     "daemon.idle_unload_s": (0, WEEK_S),
+    "daemon.recycle_growth_mb": (0, 1_048_576),
     "daemon.shutdown_timeout_s": (0, 3600),
     "daemon.stall_after_s": (0, WEEK_S),
     "daemon.nice": (0, 19),

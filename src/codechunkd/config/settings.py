@@ -256,6 +256,11 @@ class DaemonSettings:
     idle_unload_s: float = 900.0
     """The embedding model is unloaded after this many idle seconds (0: never).
     Bounds: 0 to 604_800."""
+    recycle_growth_mb: float = 1024.0
+    """When the idle daemon's resident memory has grown by more than this many MiB since it
+    was first idle, it starts itself again in the same process (exec: the same pid, systemd
+    told it reloads), which gives back what the native libraries kept of each write (0:
+    never). Bounds: 0 to 1_048_576."""
     shutdown_timeout_s: float = 10.0
     """On SIGTERM, the batch in flight may finish for this long before it is abandoned.
     Bounds: more than 0 to 3600."""

@@ -54,7 +54,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-from codechunkd import logs
+from codechunkd import heap, logs
 from codechunkd.config.settings import Settings
 from codechunkd.daemon import scheduling, serving, snapshot, sources, writer
 from codechunkd.daemon.control import ControlServer, SourceSpec, write_sources
@@ -67,6 +67,7 @@ from codechunkd.daemon.systemd import Notifier
 from codechunkd.daemon.watcher import Watcher
 from codechunkd.daemon.watchers import make_watcher
 from codechunkd.embedding.embedder import make_embedder
+from codechunkd.errors import IndexLocked
 from codechunkd.pipeline.summarize import Summarizer, SummaryRun
 from codechunkd.pipeline.sync import Syncer
 from codechunkd.storage.cache import EmbeddingCache
@@ -94,6 +95,19 @@ def capture_signals(handler: Callable[[int, FrameType | None], None]) -> Iterato
             signal.signal(s, h)
 
 
+def _change_queue(settings: Settings, clock: Clock) -> ChangeQueue:
+    """The writer's queue: file events debounced as ``[daemon]`` says, and tasks."""
+    d = settings.daemon
+    return ChangeQueue(
+        Debouncer(
+            quiet=d.debounce_ms / 1000,
+            max_delay=d.max_delay_ms / 1000,
+            max_paths=d.max_paths,
+            clock=clock,
+        )
+    )
+
+
 class Service:
     """``Service(settings, ...).run()`` is ``codechunkd run``."""
 
@@ -106,6 +120,7 @@ class Service:
         notifier: Notifier | None = None,
         clock: Clock = time.monotonic,
         lock: WriterLock | None = None,
+        patient: bool = False,
     ) -> None:
         self.settings = settings
         self.cli_specs = list(specs)
@@ -126,6 +141,11 @@ class Service:
         """Why this daemon stops to start ``again``: its index directory was deleted."""
         self._retake = lock is not None
         """This service carries on its predecessor's lock (``again``)."""
+        self.patient = patient
+        """Wait for a writer lock another holds (this image let go of it: ``recycle``)."""
+        self.recycle: str | None = None
+        """Why this daemon stops for ``codechunkd run`` to exec itself (``_check_memory``)."""
+        self.memory_baseline: float | None = None
         self.should_exit = False
         self.force_exit = False
         self.signalled = False
@@ -168,15 +188,7 @@ class Service:
         self.stop_flag = threading.Event()
         """Set at shutdown: ends a summary request in flight without waiting for it."""
         self.reranks = RerankTally()
-        d = settings.daemon
-        self.queue = ChangeQueue(
-            Debouncer(
-                quiet=d.debounce_ms / 1000,
-                max_delay=d.max_delay_ms / 1000,
-                max_paths=d.max_paths,
-                clock=clock,
-            )
-        )
+        self.queue = _change_queue(settings, clock)
 
     # -- the script -------------------------------------------------------------
 
@@ -193,7 +205,7 @@ class Service:
                 assert isinstance(self.lock, WriterLock)
                 self.lock.retake_index()
             else:
-                self.lock.acquire()  # IndexLocked (exit 5) before anything else
+                self._acquire()  # IndexLocked (exit 5) before anything else
             try:
                 if self.listed and not (self.paths.meta / "sources.json").exists():
                     write_sources(self.paths.meta / "sources.json", self.listed)
@@ -204,11 +216,24 @@ class Service:
         if self.abandoned:  # the writer is inside a batch; its source's state says pending
             if self.force_exit:
                 return 130
-            lost = self.index_lost is not None and not self.signalled
+            lost = (self.index_lost or self.recycle) is not None and not self.signalled
             if lost:  # no start again in this process: the service manager's, on exit 15
                 log.error("index_directory_removed_exiting", exit=LeaseLost.exit_code)
             return LeaseLost.exit_code if lost else 0
         return LeaseLost.exit_code if self.lease_lost else 0
+
+    def _acquire(self) -> None:
+        """Take the writer lock; a ``patient`` daemon waits while another writer has it."""
+        while True:
+            try:
+                self.lock.acquire()
+                return
+            except IndexLocked as exc:
+                if not self.patient or self.should_exit:
+                    raise
+                log.warning("waiting_for_writer_lock", holder=exc.pid, index=exc.path)
+                self.wake.wait(1.0)
+                self.wake.clear()
 
     @property
     def restart(self) -> bool:
@@ -277,6 +302,7 @@ class Service:
                 "reload": functools.partial(sources.request_reload, self),
                 "ping": lambda _req: {"ok": True, "pid": os.getpid()},
                 "unload": lambda _req: {"ok": scheduling.unload_if_idle(self, 0.0)},
+                "recycle": lambda _req: {"ok": self.start_again("asked to")},
             },
         )
         self.control.start()
@@ -346,10 +372,40 @@ class Service:
             if rt.retry_at is not None and rt.retry_at <= now:
                 rt.retry_at = None
                 self.queue.put(rt.id, level=Level.RECONCILE, urgent=True)
+        self._check_memory()
         if self._ready_sent:
             self.notifier.status(self.status_line())
         if self.notifier.watchdog_interval and snapshot.writer_healthy(self):
             self.notifier.ping()
+
+    def _check_memory(self) -> None:
+        """Idle, with its memory grown past ``daemon.recycle_growth_mb`` over what it was
+        when first idle: start again in a new process image (``recycle``). Lance keeps some
+        of what each commit allocated, which only a new process gives back
+        (docs/operations.md, Measured)."""
+        limit = self.settings.daemon.recycle_growth_mb
+        if limit <= 0 or not self.ready.is_set() or self.queue.busy():
+            return
+        if any(rt.busy_since is not None for rt in list(self.sources.values())):
+            return
+        now = heap.resident_mib()
+        if now is None:
+            return
+        if self.memory_baseline is None or heap.grown_past(now, self.memory_baseline, limit):
+            heap.release_freed_memory()  # what glibc kept but could give back, first
+            now = heap.resident_mib() or now
+        if self.memory_baseline is None:
+            self.memory_baseline = now
+        elif heap.grown_past(now, self.memory_baseline, limit):
+            self.start_again(f"grown from {self.memory_baseline:.0f} to {now:.0f} MiB")
+
+    def start_again(self, why: str) -> bool:
+        """Stop, for ``codechunkd run`` to exec itself (``recycle``)."""
+        log.warning("daemon_recycling", why=why)
+        self.recycle = why
+        self.should_exit = True
+        self.wake.set()
+        return True
 
     def _retry_unavailable(self, now: float) -> None:
         """Have the writer try the sources that could not be opened again, with back-off
@@ -366,11 +422,14 @@ class Service:
 
     def shutdown(self) -> bool:
         """Stop intake, finish or abandon the batch in flight, release.  True: abandoned."""
+        again = self.restart or (self.recycle is not None and not self.signalled)
         if self.restart:
             self.notifier.reloading()  # systemd: the same process, ready again soon
+        elif again:
+            self.notifier.reloading("to give its memory back")
         else:
             self.notifier.stopping()
-        log.info("daemon_stopping", again=self.restart)
+        log.info("daemon_stopping", again=again)
         self.stop_flag.set()
         if self.watcher is not None:
             self.watcher.stop()

@@ -81,10 +81,11 @@ class Notifier:
     def stopping(self) -> None:
         self.notify("STOPPING=1\nSTATUS=stopping")
 
-    def reloading(self) -> None:
-        """The daemon starts again in this process (its index directory was deleted):
-        systemd waits for the next ``READY=1`` rather than for the process to end."""
-        self.notify("RELOADING=1\nSTATUS=starting again on a new index directory")
+    def reloading(self, why: str = "on a new index directory") -> None:
+        """The daemon starts again in this process (its index directory was deleted, or it
+        gives its memory back): systemd waits for the next ``READY=1`` rather than for the
+        process to end."""
+        self.notify(f"RELOADING=1\nSTATUS=starting again {why}")
 
 
 # -- units --------------------------------------------------------------------
