@@ -59,9 +59,3 @@ def resident_mib() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
-
-
-def grown_past(now: float, baseline: float, limit: float) -> bool:
-    """Whether memory at ``now`` MiB has grown past ``limit`` MiB over ``baseline`` (a
-    ``limit`` of 0: never)."""
-    return limit > 0 and now - baseline > limit

@@ -218,7 +218,8 @@ class Service:
                 return 130
             lost = (self.index_lost or self.recycle) is not None and not self.signalled
             if lost:  # no start again in this process: the service manager's, on exit 15
-                log.error("index_directory_removed_exiting", exit=LeaseLost.exit_code)
+                why = "index_directory_removed" if self.index_lost else "daemon_recycling"
+                log.error(f"{why}_exiting", exit=LeaseLost.exit_code)
             return LeaseLost.exit_code if lost else 0
         return LeaseLost.exit_code if self.lease_lost else 0
 
@@ -389,15 +390,15 @@ class Service:
         if any(rt.busy_since is not None for rt in list(self.sources.values())):
             return
         now = heap.resident_mib()
-        if now is None:
+        base = self.memory_baseline
+        if now is None or (base is not None and now - base <= limit):
             return
-        if self.memory_baseline is None or heap.grown_past(now, self.memory_baseline, limit):
-            heap.release_freed_memory()  # what glibc kept but could give back, first
-            now = heap.resident_mib() or now
-        if self.memory_baseline is None:
+        heap.release_freed_memory()  # what glibc kept but could give back, first
+        now = heap.resident_mib() or now
+        if base is None:
             self.memory_baseline = now
-        elif heap.grown_past(now, self.memory_baseline, limit):
-            self.start_again(f"grown from {self.memory_baseline:.0f} to {now:.0f} MiB")
+        elif now - base > limit:
+            self.start_again(f"grown from {base:.0f} to {now:.0f} MiB")
 
     def start_again(self, why: str) -> bool:
         """Stop, for ``codechunkd run`` to exec itself (``recycle``)."""

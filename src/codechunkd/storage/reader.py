@@ -173,10 +173,8 @@ class Index:
         (``refviews.within``: a superproject's submodules)."""
         if not isinstance(filters.repo, str):
             return filters
-        return replace(filters, repo=within(filters.repo, self._roots()))
-
-    def _roots(self) -> set[str]:
-        return {s.source.repo for s in self.store.states()}
+        roots = {s.source.repo for s in self.store.states()}
+        return replace(filters, repo=within(filters.repo, roots))
 
     def _with_callers(self, hits: list[Hit]) -> list[Hit]:
         """Each hit with the chunks that call what it defines (``--context``)."""
@@ -214,10 +212,9 @@ class Index:
         writes the text first (``storage/coverage.py``); complete when the two are equal."""
         if repo is None:
             return coverage(self.store)
-        reach = within(repo, self._roots())
-        found = [
-            coverage(self.store, s.source.id) for s in self.store.states() if s.source.repo in reach
-        ]
+        states = self.store.states()
+        reach = within(repo, {s.source.repo for s in states})
+        found = [coverage(self.store, s.source.id) for s in states if s.source.repo in reach]
         return Coverage(sum(c.chunks for c in found), sum(c.vectors for c in found))
 
     # -- the reference graph (storage/refquery.py) -----------------------------
